@@ -1,0 +1,58 @@
+"""Engine and sampling configuration (vLLM-style names)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Sequence, Union
+
+
+@dataclass
+class EngineConfig:
+    model: Optional[str] = None          # None = embedded default model (SmolLM2-135M-Instruct)
+    device: str = "auto"                 # "cpu", "cuda", "cuda:1" or "auto"
+    dtype: str = "auto"                  # "auto" = float32 on CPU, bfloat16 on CUDA
+    max_model_len: Optional[int] = None  # default: the model's max_position_embeddings
+    max_num_batched_tokens: int = 2048   # per-step token budget (decodes + prefill chunks)
+    max_num_seqs: int = 64
+    block_size: int = 16
+    # bytes (int > 1) or a fraction of free device memory (float <= 1). On CPU the
+    # fraction applies to available host RAM. None = enough for max_num_seqs full contexts,
+    # capped at 0.5 of available memory.
+    kv_cache_memory: Optional[Union[int, float]] = None
+    enable_prefix_caching: bool = True
+    attention_backend: str = "auto"      # "torch" (reference, exact) or a GPU backend name
+    seed: int = 0
+    # Upper bound on the time one step may take, in seconds (None = token budget only).
+    # Long prefills are chunked further so running decodes keep a steady pace.
+    max_step_time: Optional[float] = None
+
+
+@dataclass
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1                      # -1 or 0 = disabled
+    max_tokens: Optional[int] = 256      # None = up to max_model_len
+    stop: Sequence[str] = field(default_factory=list)
+    stop_token_ids: Sequence[int] = field(default_factory=list)
+    ignore_eos: bool = False
+    seed: Optional[int] = None
+    logprobs: Optional[int] = None       # top-k log-probabilities per sampled token
+    skip_special_tokens: bool = True
+
+    def __post_init__(self):
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        self.stop = list(self.stop)
+        self.stop_token_ids = list(self.stop_token_ids)
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.logprobs is not None and self.logprobs < 0:
+            raise ValueError(f"logprobs must be >= 0, got {self.logprobs}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0

@@ -1,0 +1,281 @@
+"""Engine: the public API. Requests from any thread are batched by one engine loop.
+
+    engine = Engine(EngineConfig(model=None))
+    outs = engine.generate(["text", [1, 2, 3]], SamplingParams(max_tokens=64, temperature=0.0))
+    for out in engine.stream(messages, params): ...
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from typing import Iterator, List, Optional, Sequence, Union
+
+import torch
+
+from .config import EngineConfig, SamplingParams
+from .errors import EngineDeadError, PromptTooLongError, RequestRejected
+from .kv_cache import KVCacheManager, hash_block
+from .model_setup import build_model_and_runner
+from .output_processor import RequestStream
+from .outputs import RequestOutput
+from .request import Request, RequestStatus
+from .scheduler import Scheduler
+
+log = logging.getLogger("longread.engine")
+
+Prompt = Union[str, List[int], dict]
+
+
+class Engine:
+    def __init__(self, config: Optional[EngineConfig] = None, **overrides):
+        config = config or EngineConfig()
+        for key, value in overrides.items():
+            setattr(config, key, value)
+        self.config = config
+        setup = build_model_and_runner(config)
+        self.model_dir, self.hf_config, self.tokenizer = setup.model_dir, setup.hf_config, setup.tokenizer
+        self.device, self.dtype = setup.device, setup.dtype
+        self.max_model_len, self.eos_token_ids = setup.max_model_len, setup.eos_token_ids
+        self.runner, self.memory = setup.runner, setup.memory
+        self.kv = KVCacheManager(setup.num_blocks, config.block_size, config.enable_prefix_caching)
+        self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
+        self._streams: dict = {}      # live requests (engine loop side)
+        self._handles: dict = {}      # request id -> stream until its caller has read the end
+        self._new: List[RequestStream] = []
+        self._aborts: List[str] = []
+        self._cv = threading.Condition()
+        self._ids = itertools.count()
+        self._stopped = False
+        self._fatal: Optional[BaseException] = None
+        self.num_steps = 0
+        self._thread = threading.Thread(target=self._loop, name="longread-engine", daemon=True)
+        self._thread.start()
+
+    # --- prompts -------------------------------------------------------------------------
+    def apply_chat_template(self, messages: Sequence[dict]) -> str:
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise RequestRejected("this model has no chat template; use generate() with a plain prompt")
+        return self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+
+    def tokenize(self, prompt: Prompt) -> tuple:
+        """(text or None, token ids) for a string, a token list, a prompt dict or messages."""
+        if isinstance(prompt, dict):
+            if "prompt_token_ids" in prompt:
+                return prompt.get("prompt"), list(prompt["prompt_token_ids"])
+            prompt = prompt["prompt"]
+        if isinstance(prompt, str):
+            return prompt, self.tokenizer(prompt)["input_ids"]
+        if _is_messages(prompt):
+            text = self.apply_chat_template(prompt)
+            return text, self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return None, [int(t) for t in prompt]
+
+    def count_tokens(self, prompt: Prompt) -> int:
+        return len(self.tokenize(prompt)[1])
+
+    def cached_prefix_tokens(self, token_ids: Sequence[int]) -> int:
+        """How many leading tokens of this prompt the prefix cache holds right now (a peek)."""
+        if not self.config.enable_prefix_caching:
+            return 0
+        bs, parent, hits = self.config.block_size, None, 0
+        for i in range((len(token_ids) - 1) // bs):
+            parent = hash_block(parent, token_ids[i * bs:(i + 1) * bs], ())
+            if self.kv.pool.lookup(parent) is None:
+                break
+            hits += bs
+        return hits
+
+    # --- submission ----------------------------------------------------------------------
+    def _check(self, token_ids: List[int]) -> None:
+        if not token_ids:
+            raise RequestRejected("the prompt is empty")
+        if len(token_ids) >= self.max_model_len:
+            raise PromptTooLongError(len(token_ids), self.max_model_len - 1,
+                                     f"max_model_len {self.max_model_len} minus 1 token to answer")
+        needed = self.kv.blocks_for(len(token_ids) + 1)
+        if needed > self.kv.num_blocks:
+            raise PromptTooLongError(len(token_ids), self.kv.num_blocks * self.config.block_size - 1,
+                                     "KV cache capacity; raise kv_cache_memory")
+
+    def submit(self, prompt: Prompt, params: Optional[SamplingParams] = None,
+               request_id: Optional[str] = None) -> str:
+        """Queue a request; returns its id. Raises RequestRejected for prompts that can never run.
+        Read its outputs with `outputs(request_id)`."""
+        if self._stopped:
+            raise EngineDeadError("engine is shut down") from self._fatal
+        params = params or SamplingParams()
+        text, token_ids = self.tokenize(prompt)
+        self._check(token_ids)
+        request_id = request_id or f"req-{next(self._ids)}"
+        request = Request(request_id, token_ids, params, prompt=text, eos_token_ids=self.eos_token_ids)
+        stream = RequestStream(request, self.tokenizer, self.max_model_len)
+        with self._cv:
+            if request_id in self._streams:
+                raise RequestRejected(f"request id {request_id!r} is already in use")
+            self._streams[request_id] = stream
+            self._handles[request_id] = stream
+            self._new.append(stream)
+            self._cv.notify()
+        return request_id
+
+    def abort(self, request_id: str) -> None:
+        with self._cv:
+            self._aborts.append(request_id)
+            self._cv.notify()
+
+    def outputs(self, request_id: str) -> Iterator[RequestOutput]:
+        """Incremental outputs of a submitted request; aborts it if the consumer stops early."""
+        stream = self._handles.get(request_id)
+        if stream is None:
+            raise KeyError(f"unknown request id {request_id!r}")
+        finished = False
+        try:
+            while not finished:
+                out = stream.queue.get()
+                finished = out.finished
+                yield out
+        finally:
+            self._handles.pop(request_id, None)
+            if not finished:
+                self.abort(request_id)
+
+    def stream(self, prompt: Prompt, params: Optional[SamplingParams] = None,
+               request_id: Optional[str] = None) -> Iterator[RequestOutput]:
+        return self.outputs(self.submit(prompt, params, request_id))
+
+    def generate(self, prompts: Union[Prompt, Sequence[Prompt]],
+                 params: Union[None, SamplingParams, Sequence[SamplingParams]] = None) -> List[RequestOutput]:
+        if isinstance(prompts, (str, dict)) or _is_messages(prompts) or (prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        param_list = params if isinstance(params, (list, tuple)) else [params] * len(prompts)
+        ids = [self.submit(p, sp) for p, sp in zip(prompts, param_list)]
+        results = []
+        for rid in ids:
+            last = None
+            for last in self.outputs(rid):
+                pass
+            results.append(last)
+        return results
+
+    def chat(self, messages, params: Optional[SamplingParams] = None) -> List[RequestOutput]:
+        """One conversation (list of messages) or several (list of lists)."""
+        conversations = [messages] if _is_messages(messages) else list(messages)
+        return self.generate(conversations, params)
+
+    # --- engine loop ---------------------------------------------------------------------
+    def _loop(self) -> None:
+        try:
+            while True:
+                with self._cv:
+                    while not (self._stopped or self._new or self._aborts or self.scheduler.has_work()):
+                        self._cv.wait()
+                    if self._stopped:
+                        break
+                    new, self._new = self._new, []
+                    aborts, self._aborts = self._aborts, []
+                for stream in new:
+                    self.scheduler.add(stream.request)
+                for request_id in aborts:
+                    self._finish_abort(request_id)
+                if self.scheduler.has_work():
+                    self.step()
+        except BaseException as exc:          # a bug in the loop: fail everyone loudly
+            log.exception("engine loop died")
+            self._fatal = exc
+            self._stopped = True
+            for stream in list(self._streams.values()):
+                stream.request.error = f"engine stopped: {exc!r}"
+                stream.request.finish_reason = "error"
+                stream.publish(finished=True)
+
+    def _finish_abort(self, request_id: str) -> None:
+        stream = self._streams.get(request_id)
+        if stream is None or stream.request.is_finished:
+            return
+        self._finish(stream, "abort")
+
+    def _finish(self, stream: RequestStream, reason: Optional[str] = None) -> None:
+        req = stream.request
+        self.scheduler.remove(req)
+        if reason is not None:
+            req.finish_reason = reason
+        req.status = RequestStatus.FINISHED
+        req.metrics.finished_time = time.monotonic()
+        stream.publish(finished=True)
+        self._streams.pop(req.request_id, None)
+
+    def step(self) -> None:
+        """Schedule and run one step (called by the engine loop)."""
+        out = self.scheduler.schedule()
+        if out.is_empty:
+            time.sleep(0.001)
+            return
+        now = time.monotonic()
+        for chunk in out.chunks:
+            if chunk.request.metrics.first_scheduled_time is None:
+                chunk.request.metrics.first_scheduled_time = now
+        try:
+            tokens, logprobs = self.runner.execute(out.chunks)
+        except Exception as exc:
+            log.exception("step failed")
+            for chunk in out.chunks:
+                stream = self._streams[chunk.request.request_id]
+                stream.request.error = f"{type(exc).__name__}: {exc}"
+                self._finish(stream, "error")
+            return
+        self.num_steps += 1
+        now = time.monotonic()
+        sampled = iter(zip(tokens, logprobs))
+        for chunk in out.chunks:
+            req = chunk.request
+            stream = self._streams[req.request_id]
+            req.num_computed_tokens = chunk.end
+            req.metrics.num_computed_prompt_tokens = max(req.metrics.num_computed_prompt_tokens,
+                                                         min(chunk.end, req.num_prompt_tokens))
+            self.kv.cache_computed_blocks(req)
+            if chunk.completes:
+                token, lp = next(sampled)
+                if stream.append_token(token, lp, now):
+                    self._finish(stream)
+                    continue
+            stream.publish()
+
+    # --- introspection -------------------------------------------------------------------
+    def stats(self) -> dict:
+        pool = self.kv.pool
+        return {
+            "kv_blocks_total": pool.num_blocks,
+            "kv_blocks_free": pool.num_free,
+            "kv_blocks_cached": pool.num_cached_free,
+            "kv_block_size": self.config.block_size,
+            "num_running": len(self.scheduler.running),
+            "num_waiting": len(self.scheduler.waiting) + len(self._new),
+            "prefix_cache_queries": self.kv.prefix_cache_queries,
+            "prefix_cache_hits": self.kv.prefix_cache_hits,
+            "num_preemptions": self.scheduler.num_preemptions,
+            "num_steps": self.num_steps,
+            "max_model_len": self.max_model_len,
+            "device": str(self.device),
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "memory": dict(self.memory),
+            "alive": not self._stopped,
+        }
+
+    def shutdown(self) -> None:
+        with self._cv:
+            self._stopped = True
+            self._cv.notify_all()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+
+def _is_messages(obj) -> bool:
+    return isinstance(obj, (list, tuple)) and bool(obj) and isinstance(obj[0], dict) and "role" in obj[0]

@@ -1,0 +1,192 @@
+"""Paged KV block bookkeeping with automatic prefix caching.
+
+Each block is in exactly one state:
+  * free (uncached)        -- in `_free_uncached`, ref 0, no hash
+  * free but cached        -- in `_free_cached` (LRU, oldest first), ref 0, hash kept for reuse
+  * referenced             -- ref >= 1, owned by one or more requests
+With no requests alive: referenced == 0 and num_free == num_blocks.
+
+A full block's hash = H(parent block hash, its token ids, extra keys); extra keys are the
+content hashes of multimodal items overlapping the block, so different images never share KV.
+"""
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections import OrderedDict, deque
+from typing import List, Optional, Sequence
+
+from .request import Request
+
+
+def hash_block(parent: Optional[bytes], token_ids: Sequence[int], extra_keys: Sequence[str]) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(parent or b"root")
+    h.update(array("q", token_ids).tobytes())
+    for key in extra_keys:
+        h.update(b"|mm|" + key.encode())
+    return h.digest()
+
+
+def block_extra_keys(request: Request, start: int, end: int) -> List[str]:
+    return [item.content_hash for item in request.mm_items
+            if item.offset < end and item.offset + item.length > start]
+
+
+class BlockPool:
+    def __init__(self, num_blocks: int):
+        self.num_blocks = num_blocks
+        self.ref_counts = [0] * num_blocks
+        self.block_hash: List[Optional[bytes]] = [None] * num_blocks
+        self.cached: dict = {}                       # hash -> block id
+        self._free_uncached = deque(range(num_blocks))
+        self._free_cached: "OrderedDict[int, None]" = OrderedDict()
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free_uncached) + len(self._free_cached)
+
+    @property
+    def num_cached_free(self) -> int:
+        return len(self._free_cached)
+
+    def allocate(self, n: int) -> List[int]:
+        """Take n free blocks: never-cached ones first, then evict the least recently used."""
+        assert n <= self.num_free, "caller must check capacity first"
+        out = []
+        for _ in range(n):
+            if self._free_uncached:
+                block = self._free_uncached.popleft()
+            else:
+                block, _ = self._free_cached.popitem(last=False)
+                del self.cached[self.block_hash[block]]
+                self.block_hash[block] = None
+            self.ref_counts[block] = 1
+            out.append(block)
+        return out
+
+    def touch(self, block: int) -> None:
+        """Take a reference on a cached block (a prefix-cache hit)."""
+        if self.ref_counts[block] == 0:
+            del self._free_cached[block]
+        self.ref_counts[block] += 1
+
+    def release(self, blocks: Sequence[int]) -> None:
+        # Release tail blocks first so they are evicted before the shared prefix.
+        for block in reversed(blocks):
+            self.ref_counts[block] -= 1
+            assert self.ref_counts[block] >= 0
+            if self.ref_counts[block] == 0:
+                if self.block_hash[block] is not None:
+                    self._free_cached[block] = None
+                else:
+                    self._free_uncached.append(block)
+
+    def register(self, block: int, block_hash: bytes) -> None:
+        """Make a full, computed block findable by its hash (first writer wins)."""
+        if block_hash in self.cached or self.block_hash[block] is not None:
+            return
+        self.cached[block_hash] = block
+        self.block_hash[block] = block_hash
+
+    def lookup(self, block_hash: bytes) -> Optional[int]:
+        return self.cached.get(block_hash)
+
+    def reset_cache(self) -> None:
+        """Forget all cached-but-free blocks (they become plain free blocks)."""
+        for block in list(self._free_cached):
+            del self.cached[self.block_hash[block]]
+            self.block_hash[block] = None
+            self._free_uncached.append(block)
+        self._free_cached.clear()
+
+
+class KVCacheManager:
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True):
+        self.block_size = block_size
+        self.enable_prefix_caching = enable_prefix_caching
+        self.pool = BlockPool(num_blocks)
+        self.prefix_cache_queries = 0   # tokens looked up (vLLM counts tokens)
+        self.prefix_cache_hits = 0      # tokens found
+
+    @property
+    def num_blocks(self) -> int:
+        return self.pool.num_blocks
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.pool.num_free
+
+    def blocks_for(self, num_tokens: int) -> int:
+        return -(-num_tokens // self.block_size)
+
+    def _hash_full_blocks(self, request: Request, upto_tokens: int) -> None:
+        """Extend request.block_hashes to cover every full block below `upto_tokens`."""
+        bs = self.block_size
+        tokens = None
+        for i in range(len(request.block_hashes), upto_tokens // bs):
+            if tokens is None:
+                tokens = request.all_token_ids
+            parent = request.block_hashes[i - 1] if i else None
+            start, end = i * bs, (i + 1) * bs
+            request.block_hashes.append(
+                hash_block(parent, tokens[start:end], block_extra_keys(request, start, end)))
+
+    def find_cached_prefix(self, request: Request) -> List[int]:
+        """Blocks holding the longest cached prefix. The last token is always recomputed."""
+        if not self.enable_prefix_caching:
+            return []
+        limit = (request.num_tokens - 1) // self.block_size
+        self._hash_full_blocks(request, limit * self.block_size)
+        hits = []
+        for block_hash in request.block_hashes[:limit]:
+            block = self.pool.lookup(block_hash)
+            if block is None:
+                break
+            hits.append(block)
+        return hits
+
+    def record_lookup(self, request: Request, num_hit_blocks: int) -> None:
+        """Count an admitted request's lookup in the engine-wide hit-rate counters."""
+        if self.enable_prefix_caching:
+            self.prefix_cache_queries += request.num_tokens
+            self.prefix_cache_hits += num_hit_blocks * self.block_size
+
+    def can_allocate(self, request: Request, num_new_tokens: int, cached_blocks: Sequence[int] = ()) -> bool:
+        needed_total = self.blocks_for(request.num_computed_tokens + num_new_tokens)
+        needed = needed_total - len(request.block_ids) - len(cached_blocks)
+        # Hits sitting in the free-cached list stop being free once taken.
+        free = self.pool.num_free - sum(1 for b in cached_blocks if self.pool.ref_counts[b] == 0)
+        return needed <= free
+
+    def allocate(self, request: Request, num_new_tokens: int, cached_blocks: Sequence[int] = ()) -> bool:
+        """Give `request` room for num_new_tokens more tokens (after its cached prefix)."""
+        if not self.can_allocate(request, num_new_tokens, cached_blocks):
+            return False
+        for block in cached_blocks:
+            self.pool.touch(block)
+        request.block_ids.extend(cached_blocks)
+        needed = self.blocks_for(request.num_computed_tokens + num_new_tokens) - len(request.block_ids)
+        if needed > 0:
+            request.block_ids.extend(self.pool.allocate(needed))
+        return True
+
+    def cache_computed_blocks(self, request: Request) -> None:
+        """Register every block that is full and computed, so later prompts can reuse it."""
+        if not self.enable_prefix_caching:
+            return
+        num_full = request.num_computed_tokens // self.block_size
+        if num_full <= request.num_registered_blocks:
+            return
+        self._hash_full_blocks(request, num_full * self.block_size)
+        for i in range(request.num_registered_blocks, num_full):
+            self.pool.register(request.block_ids[i], request.block_hashes[i])
+        request.num_registered_blocks = num_full
+
+    def free(self, request: Request) -> None:
+        self.pool.release(request.block_ids)
+        request.block_ids = []
+        request.num_registered_blocks = 0
+
+    def reset_prefix_cache(self) -> None:
+        self.pool.reset_cache()

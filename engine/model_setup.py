@@ -1,0 +1,135 @@
+"""Start-up: resolve the model, pick device and dtype, load weights, size the KV pool."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+import psutil
+import torch
+
+from .config import EngineConfig
+from .layers.attention import TorchAttention
+from .loader import iter_weights, load_generation_config, load_hf_config, load_tokenizer, resolve_model_dir
+from .models import model_class
+from .runner import ModelRunner
+
+log = logging.getLogger("longread.setup")
+
+
+@dataclass
+class Setup:
+    model_dir: Path
+    hf_config: Any
+    tokenizer: Any
+    device: torch.device
+    dtype: torch.dtype
+    max_model_len: int
+    eos_token_ids: Tuple[int, ...]
+    runner: ModelRunner
+    num_blocks: int
+    memory: Dict[str, int] = field(default_factory=dict)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' was requested but no CUDA GPU is available")
+    return device
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        # bf16 matmuls run ~5x slower than fp32 on these CPUs: fp32 on CPU, bf16 on GPU.
+        return torch.float32 if device.type == "cpu" else torch.bfloat16
+    dtype = getattr(torch, name.replace("torch.", ""), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r} (use float32, bfloat16 or float16)")
+    return dtype
+
+
+def resolve_max_model_len(config: EngineConfig, hf_config) -> int:
+    limit = getattr(hf_config, "max_position_embeddings", None) or 4096
+    window = getattr(hf_config, "sliding_window", None)
+    if window and getattr(hf_config, "use_sliding_window", True) and window < limit:
+        # We attend to the full context; beyond the window that would differ from the model.
+        log.warning("capping context at the model's sliding window (%d tokens)", window)
+        limit = window
+    if config.max_model_len is None:
+        return limit
+    if config.max_model_len > limit:
+        log.warning("max_model_len %d exceeds the model's %d positions", config.max_model_len, limit)
+    return config.max_model_len
+
+
+def eos_ids(tokenizer, generation_config) -> Tuple[int, ...]:
+    ids = set()
+    eos = getattr(generation_config, "eos_token_id", None) if generation_config else None
+    for value in (eos if isinstance(eos, (list, tuple)) else [eos]):
+        if value is not None:
+            ids.add(int(value))
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return tuple(sorted(ids))
+
+
+def available_memory(device: torch.device) -> int:
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return free
+    return psutil.virtual_memory().available
+
+
+def kv_pool_bytes(config: EngineConfig, device: torch.device, bytes_per_token: int, max_model_len: int) -> int:
+    setting = config.kv_cache_memory
+    available = available_memory(device)
+    if setting is None:
+        if device.type == "cuda":
+            return int(0.85 * available)
+        # CPU: room for four full-length conversations, at most 30% of free RAM.
+        return min(4 * max_model_len * bytes_per_token, int(0.3 * available))
+    if isinstance(setting, float) and setting <= 1.0:
+        return int(setting * available)
+    return int(setting)
+
+
+def build_model(hf_config, device: torch.device, dtype: torch.dtype):
+    cls = model_class(hf_config)
+    with torch.device("meta"):
+        default = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)
+        try:
+            model = cls(hf_config)
+        finally:
+            torch.set_default_dtype(default)
+    return model.to_empty(device=device).eval()
+
+
+def build_model_and_runner(config: EngineConfig, model=None) -> Setup:
+    model_dir = resolve_model_dir(config.model)
+    hf_config = load_hf_config(model_dir)
+    model_class(hf_config)                    # unsupported architectures fail before loading
+    tokenizer = load_tokenizer(model_dir)
+    device = resolve_device(config.device)
+    dtype = resolve_dtype(config.dtype, device)
+    max_model_len = resolve_max_model_len(config, hf_config)
+    model = build_model(hf_config, device, dtype)
+    model.load_weights(iter_weights(model_dir))
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    per_token = ModelRunner.kv_bytes_per_token(model, dtype)
+    pool = kv_pool_bytes(config, device, per_token, max_model_len)
+    num_blocks = pool // (per_token * config.block_size)
+    if num_blocks < 2:
+        raise RuntimeError(f"KV cache of {pool} bytes holds fewer than 2 blocks; raise kv_cache_memory")
+    heads, kv_heads, head_dim = model.dims
+    attention = TorchAttention(heads, kv_heads, head_dim, head_dim ** -0.5)
+    runner = ModelRunner(model, hf_config, device, dtype, num_blocks, config.block_size,
+                         max_model_len, attention)
+    memory = {"weights_bytes": weight_bytes,
+              "kv_cache_bytes": num_blocks * config.block_size * per_token,
+              "workspace_bytes": 0}
+    return Setup(model_dir, hf_config, tokenizer, device, dtype, max_model_len,
+                 eos_ids(tokenizer, load_generation_config(model_dir)), runner, num_blocks, memory)

@@ -1,0 +1,17 @@
+"""Model families by HF model_type."""
+from .llama import LlamaForCausalLM
+
+_FAMILIES = {t: LlamaForCausalLM for t in LlamaForCausalLM.model_types}
+
+
+def model_class(hf_config):
+    model_type = getattr(hf_config, "model_type", None)
+    if model_type not in _FAMILIES:
+        raise ValueError(f"unsupported model architecture {model_type!r} "
+                         f"(architectures={getattr(hf_config, 'architectures', None)}); "
+                         f"Longread supports: {', '.join(sorted(_FAMILIES))}")
+    return _FAMILIES[model_type]
+
+
+def supported_model_types():
+    return sorted(_FAMILIES)

@@ -1,0 +1,81 @@
+"""Turns a scheduled step into one flat (varlen) batch, runs the model, samples.
+
+Per step, built once and shared by every layer: positions, RoPE rows, slot mapping and the
+attention backend's metadata. Logits are computed only for sequences that sample this step.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+
+from .layers.attention import AttentionMetadata
+from .layers.rope import RotaryTable
+from .layers.sampler import sample
+from .models.step import StepContext
+from .scheduler import ScheduledChunk
+
+
+class ModelRunner:
+    def __init__(self, model, hf_config, device: torch.device, dtype: torch.dtype,
+                 num_blocks: int, block_size: int, max_model_len: int, attention):
+        self.model, self.device, self.dtype = model, device, dtype
+        self.block_size = block_size
+        num_heads, num_kv_heads, head_dim = model.dims
+        layers = len(model.layers)
+        # The KV pool: allocated once, never resized. [layer, k/v, slot, kv_head, head_dim]
+        self.kv_cache = torch.zeros(layers, 2, num_blocks * block_size, num_kv_heads, head_dim,
+                                    device=device, dtype=dtype)
+        self.kv_caches = [(self.kv_cache[i, 0], self.kv_cache[i, 1]) for i in range(layers)]
+        self.rope = RotaryTable(hf_config, head_dim, max_model_len, device, dtype)
+        self.attention = attention
+
+    @staticmethod
+    def kv_bytes_per_token(model, dtype: torch.dtype) -> int:
+        _, num_kv_heads, head_dim = model.dims
+        return len(model.layers) * 2 * num_kv_heads * head_dim * torch.finfo(dtype).bits // 8
+
+    def _build(self, chunks: Sequence[ScheduledChunk]) -> Tuple[torch.Tensor, StepContext, List[int]]:
+        bs = self.block_size
+        ids: List[int] = []
+        positions, slots = [], []
+        query_starts, query_lens, context_starts, tables, sample_rows = [], [], [], [], []
+        for chunk in chunks:
+            req = chunk.request
+            query_starts.append(len(ids))
+            query_lens.append(chunk.num_tokens)
+            context_starts.append(chunk.start)
+            tables.append(req.block_ids)
+            ids.extend(req.token_slice(chunk.start, chunk.end))
+            pos = torch.arange(chunk.start, chunk.end)
+            positions.append(pos)
+            blocks = torch.tensor(req.block_ids, dtype=torch.long)
+            slots.append(blocks[pos // bs] * bs + pos % bs)
+            if chunk.completes:
+                sample_rows.append(len(ids) - 1)
+        dev = self.device
+        positions_t = torch.cat(positions).to(dev, non_blocking=True)
+        meta = AttentionMetadata(query_starts, query_lens, context_starts,
+                                 torch.cat(slots).to(dev, non_blocking=True), tables, bs)
+        self.attention.prepare(meta, dev)
+        cos, sin = self.rope.gather(positions_t)
+        step = StepContext(positions_t, cos, sin, meta, self.attention, self.kv_caches)
+        return torch.tensor(ids, dtype=torch.long).to(dev, non_blocking=True), step, sample_rows
+
+    @torch.inference_mode()
+    def execute(self, chunks: Sequence[ScheduledChunk]) -> Tuple[List[int], List[Optional[dict]]]:
+        """Run one step. Returns sampled tokens (and logprobs) for the chunks that complete,
+        in the order of `chunks`."""
+        input_ids, step, sample_rows = self._build(chunks)
+        hidden = self.model(input_ids, step)
+        if not sample_rows:
+            return [], []
+        logits = self.model.compute_logits(hidden[sample_rows])
+        sampling = [c.request for c in chunks if c.completes]
+        return sample(logits, [r.params for r in sampling], [r.generator for r in sampling])
+
+    @torch.inference_mode()
+    def prompt_logits(self, chunks: Sequence[ScheduledChunk]) -> torch.Tensor:
+        """Logits of every scheduled token (for parity tests; not used when serving)."""
+        input_ids, step, _ = self._build(chunks)
+        return self.model.compute_logits(self.model(input_ids, step))

@@ -1,0 +1,143 @@
+"""One token budget per step: running decodes first, then prefill chunks (vLLM v1 style).
+
+There are no prefill/decode phases: every request's num_computed_tokens catches up to its
+num_tokens, a chunk at a time. Decodes are scheduled before any prefill chunk so a long
+prompt never stalls users who are already reading an answer.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+from .kv_cache import KVCacheManager
+from .request import Request, RequestStatus
+
+
+@dataclass
+class ScheduledChunk:
+    request: Request
+    start: int          # first token position computed this step (== num_computed_tokens)
+    num_tokens: int     # tokens computed this step
+
+    @property
+    def end(self) -> int:
+        return self.start + self.num_tokens
+
+    @property
+    def completes(self) -> bool:
+        """After this chunk the request has computed all its tokens and samples a new one."""
+        return self.end == self.request.num_tokens
+
+
+@dataclass
+class SchedulerOutput:
+    chunks: List[ScheduledChunk] = field(default_factory=list)
+    preempted: List[Request] = field(default_factory=list)
+
+    @property
+    def num_scheduled_tokens(self) -> int:
+        return sum(c.num_tokens for c in self.chunks)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.chunks
+
+
+class Scheduler:
+    def __init__(self, kv: KVCacheManager, max_num_batched_tokens: int, max_num_seqs: int,
+                 chunk_limit: Optional[Callable[[Request, int, int], int]] = None):
+        self.kv = kv
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.max_num_seqs = max_num_seqs
+        # Optional hook (request, start, proposed) -> tokens: lets a time model shrink chunks.
+        self.chunk_limit = chunk_limit
+        self.waiting: deque = deque()
+        self.running: List[Request] = []     # admission order; the tail is preempted first
+        self.num_preemptions = 0
+
+    def add(self, request: Request) -> None:
+        request.status = RequestStatus.WAITING
+        self.waiting.append(request)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def remove(self, request: Request) -> None:
+        """Drop a request (finished or aborted) and return its blocks."""
+        if request in self.running:
+            self.running.remove(request)
+        elif request in self.waiting:
+            self.waiting.remove(request)
+        self.kv.free(request)
+
+    def _preempt(self, victim: Request, out: SchedulerOutput, scheduled: Dict[int, ScheduledChunk]) -> int:
+        """Recompute-style preemption: free all blocks, re-queue at the front. Returns tokens freed."""
+        self.running.remove(victim)
+        freed = 0
+        chunk = scheduled.pop(id(victim), None)
+        if chunk is not None:
+            out.chunks.remove(chunk)
+            freed = chunk.num_tokens
+        self.kv.free(victim)
+        victim.num_computed_tokens = 0
+        victim.status = RequestStatus.PREEMPTED
+        victim.metrics.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(victim)
+        out.preempted.append(victim)
+        return freed
+
+    def _limit(self, request: Request, num_new: int) -> int:
+        if self.chunk_limit is not None and num_new > 1:
+            num_new = max(1, min(num_new, self.chunk_limit(request, request.num_computed_tokens, num_new)))
+        return num_new
+
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput()
+        budget = self.max_num_batched_tokens
+        scheduled: Dict[int, ScheduledChunk] = {}
+
+        # Pass 1: decodes (one token behind); pass 2: running prefills, in admission order.
+        decodes = [r for r in self.running if r.num_tokens - r.num_computed_tokens == 1]
+        prefills = [r for r in self.running if r.num_tokens - r.num_computed_tokens > 1]
+        for request in decodes + prefills:
+            if budget <= 0:
+                break
+            if request not in self.running:      # preempted earlier in this loop
+                continue
+            num_new = self._limit(request, min(request.num_tokens - request.num_computed_tokens, budget))
+            while not self.kv.allocate(request, num_new):
+                victim = self.running[-1]
+                budget += self._preempt(victim, out, scheduled)
+                if victim is request:
+                    break
+            if request.status != RequestStatus.RUNNING:
+                continue
+            chunk = ScheduledChunk(request, request.num_computed_tokens, num_new)
+            out.chunks.append(chunk)
+            scheduled[id(request)] = chunk
+            budget -= num_new
+
+        # Pass 3: admit waiting requests while budget, sequence slots and blocks allow.
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            request = self.waiting[0]
+            hits = self.kv.find_cached_prefix(request)
+            request.num_computed_tokens = len(hits) * self.kv.block_size
+            num_new = self._limit(request, min(request.num_tokens - request.num_computed_tokens, budget))
+            if not self.kv.allocate(request, num_new, hits):
+                request.num_computed_tokens = 0
+                break                            # wait for blocks; never preempt for newcomers
+            self.kv.record_lookup(request, len(hits))
+            self.waiting.popleft()
+            if not request.admitted_once:
+                request.num_cached_tokens = request.num_computed_tokens
+                request.metrics.num_cached_tokens = request.num_computed_tokens
+                request.admitted_once = True
+            request.status = RequestStatus.RUNNING
+            self.running.append(request)
+            chunk = ScheduledChunk(request, request.num_computed_tokens, num_new)
+            out.chunks.append(chunk)
+            scheduled[id(request)] = chunk
+            budget -= num_new
+        return out
