@@ -1,0 +1,21 @@
+import pytest
+
+from .tiny_models import load_reference, save_tiny_model
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory):
+    """One random tiny model per family, saved once per test session."""
+    root = tmp_path_factory.mktemp("tiny")
+    return {family: save_tiny_model(root / family, family, seed=i)
+            for i, family in enumerate(["llama", "qwen2", "qwen3"])}
+
+
+@pytest.fixture(scope="session")
+def references(tiny_dirs):
+    return {family: load_reference(path) for family, path in tiny_dirs.items()}
+
+
+@pytest.fixture(scope="session")
+def llama_dir(tiny_dirs):
+    return tiny_dirs["llama"]

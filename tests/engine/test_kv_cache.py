@@ -1,0 +1,100 @@
+"""Block pool and prefix-cache bookkeeping."""
+import pytest
+
+from engine import Engine, SamplingParams
+from engine.config import SamplingParams as SP
+from engine.kv_cache import BlockPool, KVCacheManager, hash_block
+from engine.request import MultiModalItem, Request
+
+
+def make_request(tokens, mm=None, rid="r"):
+    return Request(rid, tokens, SP(), mm_items=mm)
+
+
+def test_hash_chains_parent_tokens_and_extra_keys():
+    a = hash_block(None, [1, 2, 3, 4], [])
+    assert a == hash_block(None, [1, 2, 3, 4], [])
+    assert a != hash_block(None, [1, 2, 3, 5], [])
+    assert hash_block(a, [5, 6], []) != hash_block(None, [5, 6], [])
+    assert hash_block(None, [1, 2], ["img-a"]) != hash_block(None, [1, 2], ["img-b"])
+
+
+def test_images_change_block_hashes_only_where_they_overlap():
+    kv = KVCacheManager(num_blocks=16, block_size=4)
+    tokens = list(range(20))
+    plain = make_request(tokens)
+    with_a = make_request(tokens, [MultiModalItem(offset=5, length=4, content_hash="A")])
+    with_b = make_request(tokens, [MultiModalItem(offset=5, length=4, content_hash="B")])
+    for r in (plain, with_a, with_b):
+        kv._hash_full_blocks(r, 20)
+    assert plain.block_hashes[0] == with_a.block_hashes[0] == with_b.block_hashes[0]
+    assert with_a.block_hashes[1] != with_b.block_hashes[1]       # blocks 1-2 hold the image
+    assert with_a.block_hashes[2] != with_b.block_hashes[2]
+    assert with_a.block_hashes[3] != with_b.block_hashes[3]       # chained after the image
+
+
+def test_pool_states_and_lru_eviction():
+    pool = BlockPool(4)
+    blocks = pool.allocate(3)
+    for i, b in enumerate(blocks):
+        pool.register(b, bytes([i]))
+    pool.release(blocks)                   # released tail-first: block 2 is evicted first
+    assert pool.num_free == 4 and pool.num_cached_free == 3
+    fresh = pool.allocate(1)               # the never-cached block goes first
+    assert fresh[0] not in blocks and pool.num_cached_free == 3
+    evicted = pool.allocate(1)[0]
+    assert evicted == blocks[2] and pool.lookup(bytes([2])) is None
+    assert pool.lookup(bytes([0])) == blocks[0]
+    pool.touch(blocks[0])                  # a hit takes it out of the free list
+    assert pool.num_free == 1 and pool.ref_counts[blocks[0]] == 1
+
+
+def test_allocation_accounts_for_cached_free_hits():
+    kv = KVCacheManager(num_blocks=4, block_size=4)
+    first = make_request(list(range(13)), rid="a")
+    assert kv.allocate(first, 13)
+    first.num_computed_tokens = 13
+    kv.cache_computed_blocks(first)
+    kv.free(first)
+    assert kv.num_free_blocks == 4
+    second = make_request(list(range(13)) + [99, 98, 97], rid="b")      # 16 tokens, 4 blocks
+    hits = kv.find_cached_prefix(second)
+    assert len(hits) == 3
+    second.num_computed_tokens = 12
+    assert not kv.can_allocate(second, 4 + 4, hits)   # 3 hits + 2 new blocks > 1 free
+    assert kv.allocate(second, 4, hits)                # 3 hits + the 1 uncached block
+    assert kv.num_free_blocks == 0
+    kv.free(second)
+    assert kv.num_free_blocks == 4
+
+
+def test_three_block_shared_prefix_reports_cached_tokens(llama_dir):
+    with Engine(model=str(llama_dir), block_size=16) as engine:
+        shared = list(range(5, 5 + 48))
+        a = engine.generate([shared + [100, 101, 102]], SamplingParams(max_tokens=2, temperature=0))[0]
+        b = engine.generate([shared + [200, 201]], SamplingParams(max_tokens=2, temperature=0))[0]
+        assert a.num_cached_tokens == 0
+        assert b.num_cached_tokens == 3 * 16
+        stats = engine.stats()
+        assert stats["prefix_cache_hits"] == 48
+        assert stats["prefix_cache_queries"] == len(shared) + 3 + len(shared) + 2
+        assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
+
+
+def test_prefix_caching_can_be_disabled(llama_dir):
+    with Engine(model=str(llama_dir), enable_prefix_caching=False) as engine:
+        prompt = list(range(5, 60))
+        engine.generate([prompt], SamplingParams(max_tokens=2, temperature=0))
+        again = engine.generate([prompt], SamplingParams(max_tokens=2, temperature=0))[0]
+        assert again.num_cached_tokens == 0
+        assert engine.cached_prefix_tokens(prompt) == 0
+
+
+def test_cached_prefix_probe_predicts_hit(llama_dir):
+    with Engine(model=str(llama_dir), block_size=8) as engine:
+        prompt = list(range(5, 45))
+        assert engine.cached_prefix_tokens(prompt) == 0
+        engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))
+        predicted = engine.cached_prefix_tokens(prompt)
+        actual = engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))[0].num_cached_tokens
+        assert predicted == actual == 32

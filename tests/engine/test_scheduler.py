@@ -1,0 +1,111 @@
+"""Scheduling invariants: the token budget, decodes first, aborts and admission errors."""
+import threading
+import time
+
+import pytest
+
+from engine import Engine, PromptTooLongError, RequestRejected, SamplingParams
+
+
+def record_steps(engine):
+    """Wrap the scheduler to record every step's scheduled chunks."""
+    steps = []
+    original = engine.scheduler.schedule
+
+    def schedule():
+        out = original()
+        steps.append([(c.request.request_id, c.start, c.num_tokens) for c in out.chunks])
+        return out
+
+    engine.scheduler.schedule = schedule
+    return steps
+
+
+def test_scheduled_tokens_never_exceed_budget(llama_dir):
+    with Engine(model=str(llama_dir), max_num_batched_tokens=13) as engine:
+        steps = record_steps(engine)
+        prompts = [list(range(3, 3 + n)) for n in (40, 7, 25, 60, 1)]
+        outs = engine.generate(prompts, SamplingParams(max_tokens=6, temperature=0, ignore_eos=True))
+        assert all(len(o.outputs[0].token_ids) == 6 for o in outs)
+        assert steps and max(sum(n for _, _, n in s) for s in steps) <= 13
+        assert any(sum(n for _, _, n in s) == 13 for s in steps)    # the budget is used
+
+
+def test_decodes_are_scheduled_before_a_long_prefill(llama_dir):
+    with Engine(model=str(llama_dir), max_num_batched_tokens=16) as engine:
+        steps = record_steps(engine)
+        short = engine.submit(list(range(3, 10)), SamplingParams(max_tokens=30, temperature=0, ignore_eos=True))
+        outs = engine.outputs(short)
+        next(outs)                                 # the short request is now decoding
+        engine.generate([list(range(3, 400))], SamplingParams(max_tokens=1, temperature=0))
+        for _ in outs:
+            pass
+        mixed = [s for s in steps if len(s) == 2]
+        assert mixed, "the long prefill must run alongside the decode"
+        for s in mixed:
+            assert s[0][0] == short and s[0][2] == 1          # the decode comes first, whole
+            assert s[0][2] + s[1][2] <= 16
+
+
+def test_abort_mid_prefill_returns_all_blocks(llama_dir):
+    with Engine(model=str(llama_dir), max_num_batched_tokens=8) as engine:
+        rid = engine.submit(list(range(3, 300)), SamplingParams(max_tokens=5, temperature=0))
+        last = None
+        for out in engine.outputs(rid):
+            last = out
+            if 0 < out.progress < 0.5:
+                engine.abort(rid)
+        assert last.finished and last.outputs[0].finish_reason == "abort"
+        assert 0 < last.metrics.num_computed_prompt_tokens < 297
+        deadline = time.time() + 5
+        while engine.stats()["kv_blocks_free"] != engine.stats()["kv_blocks_total"]:
+            assert time.time() < deadline
+            time.sleep(0.01)
+
+
+def test_consumer_stopping_early_aborts(llama_dir):
+    with Engine(model=str(llama_dir), max_num_batched_tokens=8) as engine:
+        gen = engine.stream(list(range(3, 200)), SamplingParams(max_tokens=50, temperature=0, ignore_eos=True))
+        next(gen)
+        gen.close()                               # e.g. the UI's Stop button
+        deadline = time.time() + 5
+        while engine.stats()["num_running"] or engine.stats()["num_waiting"]:
+            assert time.time() < deadline
+            time.sleep(0.01)
+        assert engine.stats()["kv_blocks_free"] == engine.stats()["kv_blocks_total"]
+
+
+def test_prompt_longer_than_max_model_len_is_rejected_with_numbers(llama_dir):
+    with Engine(model=str(llama_dir), max_model_len=64) as engine:
+        with pytest.raises(PromptTooLongError) as err:
+            engine.submit(list(range(3, 103)), SamplingParams())
+        assert "100 tokens" in str(err.value) and "64" in str(err.value)
+        with pytest.raises(RequestRejected):
+            engine.submit([], SamplingParams())
+        assert engine.stats()["num_waiting"] == 0
+
+
+def test_prompt_that_can_never_fit_the_pool_is_rejected(llama_dir):
+    per_token = 2 * 2 * 2 * 16 * 4
+    with Engine(model=str(llama_dir), block_size=4, kv_cache_memory=per_token * 4 * 5) as engine:
+        with pytest.raises(PromptTooLongError) as err:
+            engine.submit(list(range(3, 40)), SamplingParams())
+        assert "kv_cache_memory" in str(err.value)
+        ok = engine.generate([list(range(3, 12))], SamplingParams(max_tokens=3, temperature=0))[0]
+        assert len(ok.outputs[0].token_ids) == 3
+
+
+def test_generation_stops_at_max_model_len(llama_dir):
+    with Engine(model=str(llama_dir), max_model_len=40) as engine:
+        out = engine.generate([list(range(3, 33))], SamplingParams(max_tokens=100, temperature=0, ignore_eos=True))[0]
+        assert out.outputs[0].finish_reason == "length"
+        assert len(out.prompt_token_ids) + len(out.outputs[0].token_ids) == 40
+
+
+def test_metrics_are_filled(llama_dir):
+    with Engine(model=str(llama_dir)) as engine:
+        out = engine.generate(["Paris is the capital of"], SamplingParams(max_tokens=8, temperature=0, ignore_eos=True))[0]
+        m = out.metrics
+        assert m.arrival_time <= m.first_scheduled_time <= m.first_token_time <= m.finished_time
+        assert m.ttft > 0 and m.num_generated_tokens == 8 and m.decode_tokens_per_s > 0
+        assert m.num_prompt_tokens == len(out.prompt_token_ids) and out.progress == 1.0

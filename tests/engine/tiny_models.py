@@ -1,0 +1,86 @@
+"""Tiny random HF models + a tiny byte-level BPE tokenizer, saved to a directory.
+
+Our engine loads them through its normal loader; transformers runs the same weights as the
+correctness oracle (float32).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Longread reads long documents: PDFs, code dumps and images.",
+    "def main():\n    print('hello world')\n    return 0\n",
+    "Paris is the capital of France. Berlin is the capital of Germany.",
+    "Prefill reads the prompt; decode writes the answer, one token at a time.",
+    "Ünïcödé tëxt, 中文字符, emoji 🙂 and numbers 12345 67890.",
+] * 4
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def build_tokenizer(vocab_size: int = 384):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|im_end|>",
+                                   pad_token="<|endoftext|>")
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def make_config(family: str, vocab_size: int, **overrides):
+    from transformers import LlamaConfig, Qwen2Config, Qwen3Config
+    common = dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                  rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=2, pad_token_id=0)
+    common.update(overrides)
+    if family == "llama":
+        return LlamaConfig(**common)
+    if family == "qwen2":
+        return Qwen2Config(**common)
+    if family == "qwen3":
+        return Qwen3Config(head_dim=32, **common)
+    raise ValueError(family)
+
+
+def save_tiny_model(path: Path, family: str = "llama", seed: int = 0, **overrides) -> Path:
+    """Random-weight model of `family` in `path` (safetensors + tokenizer). Returns path."""
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = build_tokenizer()
+    config = make_config(family, len(tokenizer), **overrides)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    with torch.no_grad():       # larger weights than the default init make logits less flat
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.1)
+    path = Path(path)
+    model.save_pretrained(str(path))
+    tokenizer.save_pretrained(str(path))
+    return path
+
+
+def load_reference(path: Path):
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    return model.eval()
+
+
+@torch.no_grad()
+def reference_greedy(model, prompt_ids, max_new_tokens: int):
+    ids = torch.tensor([prompt_ids])
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                         min_new_tokens=max_new_tokens, do_sample=False, eos_token_id=None, pad_token_id=0)
+    return out[0, len(prompt_ids):].tolist()
