@@ -53,6 +53,15 @@ class Engine:
         self._thread = threading.Thread(target=self._loop, name="longread-engine", daemon=True)
         self._thread.start()
 
+    @property
+    def model_name(self) -> str:
+        return self.config.model or "SmolLM2-135M-Instruct (default)"
+
+    @property
+    def supports_images(self) -> bool:
+        """Whether the loaded model has a vision tower (image parts are rejected otherwise)."""
+        return bool(getattr(self.runner.model, "supports_images", False))
+
     # --- prompts -------------------------------------------------------------------------
     def apply_chat_template(self, messages: Sequence[dict]) -> str:
         if not getattr(self.tokenizer, "chat_template", None):
