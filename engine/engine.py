@@ -17,7 +17,7 @@ import torch
 from .config import EngineConfig, SamplingParams
 from .errors import EngineDeadError, PromptTooLongError, RequestRejected
 from .kv_cache import KVCacheManager, hash_block
-from .model_setup import build_model_and_runner
+from .model_setup import ModelSource, build_model_and_runner
 from .output_processor import RequestStream
 from .outputs import RequestOutput
 from .request import Request, RequestStatus
@@ -29,12 +29,15 @@ Prompt = Union[str, List[int], dict]
 
 
 class Engine:
-    def __init__(self, config: Optional[EngineConfig] = None, **overrides):
+    def __init__(self, config: Optional[EngineConfig] = None, model_source: Optional[ModelSource] = None,
+                 **overrides):
         config = config or EngineConfig()
         for key, value in overrides.items():
+            if not hasattr(config, key):
+                raise TypeError(f"unknown engine setting {key!r}")
             setattr(config, key, value)
         self.config = config
-        setup = build_model_and_runner(config)
+        setup = build_model_and_runner(config, model_source)
         self.model_dir, self.hf_config, self.tokenizer = setup.model_dir, setup.hf_config, setup.tokenizer
         self.device, self.dtype = setup.device, setup.dtype
         self.max_model_len, self.eos_token_ids = setup.max_model_len, setup.eos_token_ids
