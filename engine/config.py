@@ -27,6 +27,10 @@ class EngineConfig:
     # Upper bound on the time one step may take, in seconds (None = token budget only).
     # Long prefills are chunked further so running decodes keep a steady pace.
     max_step_time: Optional[float] = None
+    # Throughputs for that step-time model (FLOP/s); None = measured H200 figures on CUDA
+    # (bf16 matmul ~700 TF/s, attention ~500 TF/s), rough CPU figures otherwise.
+    matmul_flops: Optional[float] = None
+    attention_flops: Optional[float] = None
 
 
 @dataclass

@@ -43,7 +43,8 @@ class Engine:
         self.max_model_len, self.eos_token_ids = setup.max_model_len, setup.eos_token_ids
         self.runner, self.memory = setup.runner, setup.memory
         self.kv = KVCacheManager(setup.num_blocks, config.block_size, config.enable_prefix_caching)
-        self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
+        self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs,
+                                   setup.cost_model, config.max_step_time)
         self._streams: dict = {}      # live requests (engine loop side)
         self._handles: dict = {}      # request id -> stream until its caller has read the end
         self._new: List[RequestStream] = []
@@ -103,6 +104,9 @@ class Engine:
     def _check(self, token_ids: List[int]) -> None:
         if not token_ids:
             raise RequestRejected("the prompt is empty")
+        vocab = self.hf_config.vocab_size
+        if min(token_ids) < 0 or max(token_ids) >= vocab:
+            raise RequestRejected(f"prompt token ids must be in [0, {vocab}); got {min(token_ids)}..{max(token_ids)}")
         if len(token_ids) >= self.max_model_len:
             raise PromptTooLongError(len(token_ids), self.max_model_len - 1,
                                      f"max_model_len {self.max_model_len} minus 1 token to answer")

@@ -15,6 +15,7 @@ from .workspace import Workspace
 from .loader import iter_weights, load_generation_config, load_hf_config, load_tokenizer, resolve_model_dir
 from .models import model_class
 from .runner import ModelRunner
+from .step_cost import StepCostModel
 
 log = logging.getLogger("longread.setup")
 
@@ -31,6 +32,7 @@ class Setup:
     runner: ModelRunner
     num_blocks: int
     memory: Dict[str, int] = field(default_factory=dict)
+    cost_model: Any = None
 
 
 def resolve_device(name: str) -> torch.device:
@@ -168,4 +170,14 @@ def build_model_and_runner(config: EngineConfig, source: Optional[ModelSource] =
               "kv_cache_bytes": num_blocks * config.block_size * per_token,
               "workspace_bytes": workspace.nbytes if workspace is not None else 0}
     return Setup(model_dir, hf_config, tokenizer, device, dtype, max_model_len,
-                 eos_ids(tokenizer, generation_config), runner, num_blocks, memory)
+                 eos_ids(tokenizer, generation_config), runner, num_blocks, memory,
+                 cost_model(config, model, device))
+
+
+def cost_model(config: EngineConfig, model, device: torch.device) -> StepCostModel:
+    gpu = device.type == "cuda"
+    matmul = config.matmul_flops or (700e12 if gpu else 50e9)
+    attention = config.attention_flops or (500e12 if gpu else 30e9)
+    params = sum(p.numel() for name, p in model.named_parameters() if "embed_tokens" not in name)
+    cfg = model.config
+    return StepCostModel.for_model(params, cfg.hidden_size, cfg.num_hidden_layers, matmul, attention)

@@ -21,6 +21,7 @@ def _paged_decode_kernel(
     stride_lse_split, stride_lse_tok,
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -48,14 +49,14 @@ def _paged_decode_kernel(
         slots = block.to(tl.int64) * BLOCK_SIZE + offs % BLOCK_SIZE
         kv_off = slots[:, None] * stride_cache_slot + kv_head * stride_cache_head + dims[None, :]
         k = tl.load(k_cache_ptr + kv_off, mask=ok[:, None], other=0.0)
-        s = tl.dot(q, tl.trans(k)).to(tl.float32) * scale
+        s = tl.dot(q, tl.trans(k), input_precision=PRECISION).to(tl.float32) * scale
         s = tl.where(ok[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.exp(m_i - m_new)
         p = tl.exp(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         v = tl.load(v_cache_ptr + kv_off, mask=ok[:, None], other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v).to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION).to(tl.float32)
         m_i = m_new
         n0 += BLOCK_N
 
@@ -93,7 +94,8 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         block_tables.stride(0), partial_out.stride(0), partial_out.stride(1), partial_out.stride(2),
         partial_lse.stride(0), partial_lse.stride(1),
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim,
-        BLOCK_SIZE=block_size, BLOCK_N=64 if head_dim <= 128 else 32, NUM_SPLITS=num_splits)
+        BLOCK_SIZE=block_size, BLOCK_N=64 if head_dim <= 128 else 32, NUM_SPLITS=num_splits,
+        PRECISION="ieee" if q.dtype == torch.float32 else "tf32")   # fp32 stays exact (no TF32)
     if num_splits == 1:
         return partial_out[0].to(q.dtype)
     lse_max = partial_lse.max(dim=0).values
