@@ -20,6 +20,7 @@ def main(argv=None):
     p.add_argument("--lengths", type=int, nargs="+", default=[4096, 32768])
     p.add_argument("--budget", type=int, default=8192)
     p.add_argument("--rows", type=int, default=22)
+    p.add_argument("--host", action="store_true", help="also profile the Python side (cProfile)")
     args = p.parse_args(argv)
     hf = make_hf_model(num_hidden_layers=args.layers)
     longest = max(args.lengths) + 64
@@ -32,8 +33,30 @@ def main(argv=None):
             out = engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))[0]
         print(f"\n=== {length} tokens, {args.layers} layers: TTFT {out.metrics.ttft:.3f} s ===")
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.rows, max_name_column_width=60))
+    if args.host:
+        host_profile(engine, random_prompt(max(args.lengths), seed=4242))
     engine.shutdown()
 
 
 if __name__ == "__main__":
     main()
+
+
+def host_profile(engine, prompt, rows=25):
+    """Python-side profile of the engine's steps for one prompt (stepping in this thread)."""
+    import cProfile
+    import pstats
+
+    from engine.output_processor import RequestStream
+    from engine.request import Request
+    engine.shutdown()                                   # stop the loop; we step by hand
+    request = Request("host-profile", prompt, SamplingParams(max_tokens=1, temperature=0))
+    engine._streams[request.request_id] = RequestStream(request, engine.tokenizer, engine.max_model_len)
+    engine.scheduler.add(request)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    while engine.scheduler.has_work():
+        engine.step()
+    torch.cuda.synchronize()
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(rows)
