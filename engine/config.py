@@ -24,6 +24,15 @@ class EngineConfig:
     # Upper bound on the time one step may take, in seconds (None = token budget only).
     # Long prefills are chunked further so running decodes keep a steady pace.
     max_step_time: Optional[float] = None
+    # Vision-language models only. An image occupies image_token_count tokens (its merged
+    # patches plus its start/end separators; engine/multimodal.py); one above max_image_tokens
+    # is refused at submission. None = the largest image max_pixels allows.
+    max_image_tokens: Optional[int] = None
+    # The vision pool (encoder outputs), separate from the KV cache; in tokens. Must hold at
+    # least max_image_tokens. None = room for 4 images of max_image_tokens.
+    vision_cache_tokens: Optional[int] = None
+    min_pixels: Optional[int] = None     # override the model's image resize bounds (pixels)
+    max_pixels: Optional[int] = None
 
 
 @dataclass

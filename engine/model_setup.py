@@ -14,6 +14,7 @@ from .layers.attention import TorchAttention
 from .loader import iter_weights, load_generation_config, load_hf_config, load_tokenizer, resolve_model_dir
 from .models import model_class
 from .runner import ModelRunner
+from .vision_setup import build_vision
 
 log = logging.getLogger("longread.setup")
 
@@ -30,6 +31,7 @@ class Setup:
     runner: ModelRunner
     num_blocks: int
     memory: Dict[str, int] = field(default_factory=dict)
+    vision: Any = None                   # VisionSupport for vision models (vision_setup.py)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -115,10 +117,14 @@ def build_model_and_runner(config: EngineConfig, model=None) -> Setup:
     tokenizer = load_tokenizer(model_dir)
     device = resolve_device(config.device)
     dtype = resolve_dtype(config.dtype, device)
-    max_model_len = resolve_max_model_len(config, hf_config)
+    text_config = hf_config.get_text_config()   # vision models nest the language model's config
+    max_model_len = resolve_max_model_len(config, text_config)
     model = build_model(hf_config, device, dtype)
     model.load_weights(iter_weights(model_dir))
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    vision = None
+    if getattr(model, "supports_images", False):    # its pool is allocated before the KV pool is sized
+        vision = build_vision(config, model, hf_config, model_dir, tokenizer, device, dtype)
     per_token = ModelRunner.kv_bytes_per_token(model, dtype)
     pool = kv_pool_bytes(config, device, per_token, max_model_len)
     num_blocks = pool // (per_token * config.block_size)
@@ -126,10 +132,13 @@ def build_model_and_runner(config: EngineConfig, model=None) -> Setup:
         raise RuntimeError(f"KV cache of {pool} bytes holds fewer than 2 blocks; raise kv_cache_memory")
     heads, kv_heads, head_dim = model.dims
     attention = TorchAttention(heads, kv_heads, head_dim, head_dim ** -0.5)
-    runner = ModelRunner(model, hf_config, device, dtype, num_blocks, config.block_size,
+    runner = ModelRunner(model, text_config, device, dtype, num_blocks, config.block_size,
                          max_model_len, attention)
     memory = {"weights_bytes": weight_bytes,
               "kv_cache_bytes": num_blocks * config.block_size * per_token,
               "workspace_bytes": 0}
+    if vision is not None:
+        vision.connect(runner)
+        memory["vision_cache_bytes"] = vision.cache.nbytes
     return Setup(model_dir, hf_config, tokenizer, device, dtype, max_model_len,
-                 eos_ids(tokenizer, load_generation_config(model_dir)), runner, num_blocks, memory)
+                 eos_ids(tokenizer, load_generation_config(model_dir)), runner, num_blocks, memory, vision)

@@ -29,6 +29,7 @@ class ModelRunner:
         self.kv_caches = [(self.kv_cache[i, 0], self.kv_cache[i, 1]) for i in range(layers)]
         self.rope = RotaryTable(hf_config, head_dim, max_model_len, device, dtype)
         self.attention = attention
+        self.multimodal = None          # vision models: a VisionInputs (vision_inputs.py)
 
     @staticmethod
     def kv_bytes_per_token(model, dtype: torch.dtype) -> int:
@@ -58,8 +59,12 @@ class ModelRunner:
         meta = AttentionMetadata(query_starts, query_lens, context_starts,
                                  torch.cat(slots).to(dev, non_blocking=True), tables, bs)
         self.attention.prepare(meta, dev)
-        cos, sin = self.rope.gather(positions_t)
-        step = StepContext(positions_t, cos, sin, meta, self.attention, self.kv_caches)
+        image_embeds = None
+        if self.multimodal is None:
+            cos, sin = self.rope.gather(positions_t)
+        else:      # encodes images due this step; 3-axis rotary rows; image rows of the batch
+            cos, sin, image_embeds = self.multimodal.prepare(chunks)
+        step = StepContext(positions_t, cos, sin, meta, self.attention, self.kv_caches, image_embeds)
         return torch.tensor(ids, dtype=torch.long).to(dev, non_blocking=True), step, sample_rows
 
     @torch.inference_mode()
