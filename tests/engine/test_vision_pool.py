@@ -1,0 +1,114 @@
+"""The vision pool: no deadlock under contention, rows live exactly while their image is being
+read into the KV cache, and preemption, abort and finish return both resources."""
+import threading
+import time
+
+import pytest
+
+from engine import Engine, SamplingParams
+
+from .vision_models import random_image
+
+LARGEST = 64 + 2                 # MAX_PIXELS allows 64 merged patches, plus 2 separators
+KV_BYTES_PER_TOKEN = 2 * 2 * 2 * 16 * 4     # layers * (k, v) * kv_heads * head_dim * float32
+
+
+def largest_image(seed):
+    return random_image(224, 224, seed)           # 8x8 merged patches: the largest admissible
+
+
+def ask(image, question):
+    return [{"role": "user", "content": [{"type": "text", "text": question},
+                                         {"type": "image", "image": image},
+                                         {"type": "text", "text": "Describe it."}]}]
+
+
+def check_lifetimes_every_step(engine, violations, blocked):
+    """After every step: an image's rows are held iff some but not all of its positions are in
+    the KV cache, and a holder already has KV blocks through the image's end."""
+    cache, bs = engine.vision.cache, engine.config.block_size
+    original_step, original_plan = engine.step, engine.scheduler._plan
+
+    def step():
+        original_step()
+        for request in list(engine.scheduler.running) + list(engine.scheduler.waiting):
+            for item in request.mm_items:
+                reading = item.offset < request.num_computed_tokens < item.end
+                if cache.holds(item) != reading:
+                    violations.append(f"{request.request_id}: held={cache.holds(item)} reading={reading}")
+                if cache.holds(item) and len(request.block_ids) * bs < item.end:
+                    violations.append(f"{request.request_id} holds image rows but lacks KV blocks")
+        if cache.num_used_tokens > cache.capacity_tokens:
+            violations.append("pool over capacity")
+
+    def plan(request, num_new):
+        result = original_plan(request, num_new)
+        blocked.append(result.blocked)
+        return result
+
+    engine.step, engine.scheduler._plan = step, plan
+
+
+@pytest.mark.parametrize("concurrency", [2, 4, 8])
+def test_concurrent_largest_images_never_deadlock(vl_dirs, concurrency):
+    # The pool holds ONE largest image; the KV cache about two prompts; chunks split images.
+    with Engine(model=str(vl_dirs["qwen2_vl"]), vision_cache_tokens=LARGEST, block_size=4,
+                max_num_batched_tokens=16, kv_cache_memory=KV_BYTES_PER_TOKEN * 4 * 48) as engine:
+        assert engine.stats()["max_image_tokens"] == LARGEST
+        violations, blocked = [], []
+        check_lifetimes_every_step(engine, violations, blocked)
+        # At most 6 tokens per request per step: the 16-token budget is shared by several
+        # requests at once, so they reach their images together and must queue for the pool.
+        engine.scheduler.chunk_limit = lambda request, start, proposed: min(proposed, 6)
+        prompts = [ask(largest_image(seed=10 + i), f"Picture number {i}:") for i in range(concurrency)]
+        params = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
+        results = []
+        worker = threading.Thread(target=lambda: results.extend(engine.chat(prompts, params)), daemon=True)
+        worker.start()
+        worker.join(timeout=60)                                   # the watchdog
+        assert not worker.is_alive(), f"deadlock: {engine.stats()}"
+        assert all(o.error is None and len(o.outputs[0].token_ids) == 6 for o in results)
+        assert not violations, violations[:5]
+        assert any(blocked), "the test must make images wait for the pool"
+        stats = engine.stats()
+        assert stats["vision_cache_tokens_peak"] == LARGEST            # one image at a time
+        assert stats["num_images_encoded"] >= concurrency
+        assert stats["vision_cache_tokens_free"] == stats["vision_cache_tokens_total"]
+        assert stats["vision_cache_items"] == 0
+        assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
+
+
+def test_preemption_releases_rows_and_answers_stay_the_same(vl_dirs):
+    prompts = [ask(largest_image(seed=30 + i), f"Number {i}") for i in range(3)]
+    params = SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)
+    with Engine(model=str(vl_dirs["qwen2_vl"]), block_size=4, max_num_batched_tokens=24) as engine:
+        serial = [engine.chat(p, params)[0].outputs[0].token_ids for p in prompts]
+    with Engine(model=str(vl_dirs["qwen2_vl"]), block_size=4, max_num_batched_tokens=24,
+                enable_prefix_caching=False, kv_cache_memory=KV_BYTES_PER_TOKEN * 4 * 56) as engine:
+        violations, blocked = [], []
+        check_lifetimes_every_step(engine, violations, blocked)
+        outs = engine.chat(prompts, params)
+        stats = engine.stats()
+        assert stats["num_preemptions"] > 0, "the test must actually preempt"
+        assert [o.outputs[0].token_ids for o in outs] == serial
+        assert not violations, violations[:5]
+        assert stats["vision_cache_tokens_free"] == stats["vision_cache_tokens_total"]
+        assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
+
+
+def test_abort_mid_image_returns_rows_and_blocks(vl_dirs):
+    with Engine(model=str(vl_dirs["qwen2_vl"]), block_size=4, max_num_batched_tokens=4) as engine:
+        rid = engine.submit(ask(largest_image(seed=50), "Abort me"), SamplingParams(max_tokens=5))
+        item_start = 9          # well inside: the image starts after a few text tokens
+        aborted_while_held = False
+        for out in engine.outputs(rid):
+            if out.metrics.num_computed_prompt_tokens > item_start + 20 and not out.finished:
+                aborted_while_held = aborted_while_held or engine.vision.cache.num_items == 1
+                engine.abort(rid)
+        assert out.outputs[0].finish_reason == "abort"
+        assert aborted_while_held
+        deadline = time.time() + 5
+        while engine.stats()["vision_cache_tokens_free"] != engine.stats()["vision_cache_tokens_total"] or \
+                engine.stats()["kv_blocks_free"] != engine.stats()["kv_blocks_total"]:
+            assert time.time() < deadline
+            time.sleep(0.01)
