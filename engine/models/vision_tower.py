@@ -47,6 +47,7 @@ class Segments:
             if length:
                 starts[length].append(offset)
             offset += length
+        self.whole = len(starts) == 1 and len(next(iter(starts.values()))) == 1   # one group: all of it
         self.groups: List[Tuple[torch.Tensor, int, int]] = []
         for length, firsts in starts.items():
             index = (torch.tensor(firsts).unsqueeze(1) + torch.arange(length)).flatten()
@@ -54,6 +55,9 @@ class Segments:
 
     def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
         """q, k, v: [N, heads, head_dim] -> [N, heads, head_dim], attending within groups."""
+        if self.whole:            # a single image frame: no gather, no scatter
+            o = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), scale=scale)
+            return o.transpose(0, 1)
         out = torch.empty_like(q)
         heads, dim = q.shape[1], q.shape[2]
         for index, count, length in self.groups:
