@@ -55,9 +55,11 @@ class Segments:
 
     def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
         """q, k, v: [N, heads, head_dim] -> [N, heads, head_dim], attending within groups."""
-        if self.whole:            # a single image frame: no gather, no scatter
-            o = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), scale=scale)
-            return o.transpose(0, 1)
+        if self.whole:            # a single image frame: no gather, no scatter (4-D: fused kernels)
+            def heads_first(x):
+                return x.transpose(0, 1).unsqueeze(0)
+            o = F.scaled_dot_product_attention(heads_first(q), heads_first(k), heads_first(v), scale=scale)
+            return o[0].transpose(0, 1)
         out = torch.empty_like(q)
         heads, dim = q.shape[1], q.shape[2]
         for index, count, length in self.groups:
