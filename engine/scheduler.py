@@ -149,8 +149,7 @@ class Scheduler:
                     break
             if request.status != RequestStatus.RUNNING:
                 continue
-            if self.vision is not None:
-                reserve_images(self.vision, plan)    # KV is allocated: take the rows too
+            reserve_images(self.vision, plan)        # KV is allocated: take the rows too
             chunk = ScheduledChunk(request, request.num_computed_tokens, plan.num_tokens)
             out.chunks.append(chunk)
             scheduled[id(request)] = chunk
@@ -166,8 +165,7 @@ class Scheduler:
             if plan.num_tokens == 0 or not self.kv.allocate(request, plan.kv_tokens, hits):
                 request.num_computed_tokens = 0
                 break                            # wait for blocks or rows; never preempt for newcomers
-            if self.vision is not None:
-                reserve_images(self.vision, plan)
+            reserve_images(self.vision, plan)
             self.kv.record_lookup(request, len(hits))
             self.waiting.popleft()
             if not request.admitted_once:

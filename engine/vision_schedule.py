@@ -27,7 +27,7 @@ No deadlock (the article's second failure), by design:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List
+from typing import List, Optional
 
 from .request import MultiModalItem, Request
 from .vision_cache import VisionCache
@@ -62,7 +62,8 @@ def plan_images(cache: VisionCache, request: Request, num_new: int, may_reserve:
     return ImagePlan(end - start, max(kv_end, end) - start, new_items, blocked)
 
 
-def reserve_images(cache: VisionCache, plan: ImagePlan) -> None:
-    """Grant the plan's rows (after its KV blocks were allocated: both or neither)."""
+def reserve_images(cache: Optional[VisionCache], plan: ImagePlan) -> None:
+    """Grant the plan's rows (after its KV blocks were allocated: both or neither).
+    A plan without new images (always so for text models) touches nothing."""
     for item in plan.new_items:
         cache.reserve(item)
