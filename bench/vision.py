@@ -17,7 +17,8 @@ import argparse
 import inspect
 import statistics
 import tempfile
-from pathlib import Path
+import time
+from typing import Callable, List
 
 import numpy as np
 import torch
@@ -26,7 +27,7 @@ from engine import Engine, SamplingParams
 from engine.models.demo_vl import SPECIAL_TOKENS, demo_image_processor, demo_tokenizer
 from engine.multimodal import image_token_count
 
-from .common import print_table, synchronize, timed, write_result
+from .common import print_table, sync, write_result
 
 QUESTION = "Describe this image in detail."
 
@@ -49,6 +50,20 @@ def model_config(tokenizer, tiny: bool):
     return Qwen2VLConfig(text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
                          video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
                          vision_end_token_id=ids["<|vision_end|>"])
+
+
+def timed(fn: Callable[[], object], device: torch.device, repeats: int, warmup: int = 1) -> List[float]:
+    """Seconds of `repeats` calls after `warmup` calls, device-synchronized."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        sync(str(device))
+        start = time.perf_counter()
+        fn()
+        sync(str(device))
+        times.append(time.perf_counter() - start)
+    return times
 
 
 def reference_model(config, device, dtype):
@@ -82,11 +97,11 @@ def peak_extra_bytes(device, fn) -> int:
     if device.type != "cuda":
         fn()
         return 0
-    synchronize(device)
+    sync(str(device))
     torch.cuda.reset_peak_memory_stats(device)
     base = torch.cuda.memory_allocated(device)
     fn()
-    synchronize(device)
+    sync(str(device))
     return torch.cuda.max_memory_allocated(device) - base
 
 
@@ -186,23 +201,26 @@ def main(argv=None) -> None:
             if device.type == "cuda":
                 torch.cuda.empty_cache()
 
-    payload = {"benchmark": "vision", "model": "Qwen2-VL tiny" if args.tiny else "Qwen2-VL-7B-shaped",
+    payload = {"model": "Qwen2-VL tiny" if args.tiny else "Qwen2-VL-7B-shaped",
                "dtype": str(dtype).replace("torch.", ""), "image": f"{args.image_size}x{args.image_size} RGB noise",
                "repeats": args.repeats, "runs": runs,
                "notes": "TTFT = submit (after host preprocessing) to first token, through the engine loop; "
                         "transformers = one forward with logits_to_keep=1. Medians over repeats."}
-    path = write_result("vision", device, payload)
     mib = 2 ** 20
-    print_table(["max_pixels", "grid", "img tok", "ours enc s", "HF enc s", "ours TTFT cold s", "HF enc+prefill s",
-                 "ours TTFT warm s", "vision pool MiB (used)", "KV pool MiB (used)", "peak tmp MiB ours/HF"],
-                [[r["max_pixels"], "x".join(map(str, r["ours"]["grid_thw"])), r["ours"]["image_tokens"],
-                  r["ours"]["encode_s"], r["transformers"]["encode_s"], r["ours"]["ttft_cold_s"],
-                  r["transformers"]["encode_prefill_s"], r["ours"]["ttft_warm_s"],
-                  f"{r['ours']['vision_pool_bytes'] / mib:.1f} ({r['ours']['vision_pool_peak_used_bytes'] / mib:.1f})",
-                  f"{r['ours']['kv_pool_bytes'] / mib:.0f} ({r['ours']['kv_used_by_request_bytes'] / mib:.1f})",
-                  f"{r['ours']['peak_temporaries_bytes'] / mib:.0f}/{r['transformers']['peak_temporaries_bytes'] / mib:.0f}"]
-                 for r in runs])
-    print(f"\nwrote {path}")
+    table = [{"max_pixels": r["max_pixels"], "grid": "x".join(map(str, r["ours"]["grid_thw"])),
+              "image tokens": r["ours"]["image_tokens"], "ours encode s": r["ours"]["encode_s"],
+              "HF encode s": r["transformers"]["encode_s"], "ours TTFT cold s": r["ours"]["ttft_cold_s"],
+              "HF encode+prefill s": r["transformers"]["encode_prefill_s"],
+              "ours TTFT warm s": r["ours"]["ttft_warm_s"],
+              "vision pool MiB (used)": f"{r['ours']['vision_pool_bytes'] / mib:.1f} "
+                                        f"({r['ours']['vision_pool_peak_used_bytes'] / mib:.1f})",
+              "KV pool MiB (used)": f"{r['ours']['kv_pool_bytes'] / mib:.0f} "
+                                    f"({r['ours']['kv_used_by_request_bytes'] / mib:.1f})",
+              "peak temporaries MiB ours/HF": f"{r['ours']['peak_temporaries_bytes'] / mib:.0f}/"
+                                              f"{r['transformers']['peak_temporaries_bytes'] / mib:.0f}"}
+             for r in runs]
+    print_table(table, list(table[0]))
+    write_result("vision", str(device), payload)
 
 
 if __name__ == "__main__":

@@ -118,3 +118,12 @@ def test_rope_scaling_matches_transformers(tmp_path, rope):
     with Engine(model=str(path), max_num_batched_tokens=9) as engine:
         prompt = engine.tokenizer(PROMPT * 3)["input_ids"]
         assert greedy_ids(engine, prompt) == reference_greedy(ref, prompt, 32)
+
+
+def test_masked_fallback_path_matches(tiny_dirs, references, monkeypatch):
+    """Without torch's CPU flash op (other builds, other devices) chunks use a dense mask."""
+    import engine.layers.attention as attention
+    monkeypatch.setattr(attention, "_CPU_FLASH", None)
+    with Engine(model=str(tiny_dirs["qwen2"]), max_num_batched_tokens=7) as engine:
+        prompt = engine.tokenizer(PROMPT)["input_ids"]
+        assert greedy_ids(engine, prompt) == reference_greedy(references["qwen2"], prompt, 32)
