@@ -30,6 +30,7 @@ class VisionInputs:
         self.mrope = MropeRows(rope_table, model.mrope_section)
 
     def _encode(self, item) -> None:
+        assert self.cache.holds(item), "the scheduler reserves an image's rows before its first chunk"
         data = item.data
         pixels = data.pixel_values.to(self.device, non_blocking=True)
         features = self.model.encode_image(pixels, data.grid_thw)

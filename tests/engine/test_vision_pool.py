@@ -4,8 +4,12 @@ import threading
 import time
 
 import pytest
+import torch
 
 from engine import Engine, SamplingParams
+from engine.request import MultiModalItem, Request
+from engine.vision_cache import VisionCache
+from engine.vision_schedule import plan_images, reserve_images
 
 from .vision_models import random_image
 
@@ -47,6 +51,24 @@ def check_lifetimes_every_step(engine, violations, blocked):
         return result
 
     engine.step, engine.scheduler._plan = step, plan
+
+
+def test_plan_reads_text_up_to_an_image_that_does_not_fit():
+    cache = VisionCache(capacity_tokens=10, hidden_size=4, device="cpu", dtype=torch.float32)
+    image_a, image_b = MultiModalItem(5, 8, "a"), MultiModalItem(20, 6, "b")
+    request = Request("r", list(range(40)), SamplingParams(), mm_items=[image_a, image_b])
+    plan = plan_images(cache, request, num_new=16, may_reserve=True)
+    # Image a fits: the chunk keeps its 16 tokens, KV is needed through a's end (13 < 16).
+    assert (plan.num_tokens, plan.kv_tokens, plan.new_items, plan.blocked) == (16, 16, [image_a], False)
+    reserve_images(cache, plan)
+    request.num_computed_tokens = 16
+    plan = plan_images(cache, request, num_new=16, may_reserve=True)
+    assert (plan.num_tokens, plan.kv_tokens, plan.blocked) == (4, 4, True)     # b waits: stop at 20
+    cache.release_computed(request)                # a is fully computed: its rows go back
+    plan = plan_images(cache, request, num_new=5, may_reserve=True)
+    # b fits now; the chunk ends inside b, but KV is allocated through b's end (26).
+    assert (plan.num_tokens, plan.kv_tokens, plan.new_items) == (5, 10, [image_b])
+    assert plan_images(cache, request, num_new=5, may_reserve=False).num_tokens == 4   # turnstile closed
 
 
 @pytest.mark.parametrize("concurrency", [2, 4, 8])
