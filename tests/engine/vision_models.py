@@ -13,6 +13,8 @@ import torch
 from engine.image_prompt import load_image_processor
 from engine.models.demo_vl import SPECIAL_TOKENS, demo_tokenizer
 
+from .tiny_models import save_with_random_weights
+
 MAX_PIXELS = 28 * 28 * 64            # at most 64 merged patches: small, fast images
 
 
@@ -41,13 +43,7 @@ def save_tiny_vl_model(path: Path, kind: str = "qwen2_vl", seed: int = 0) -> Pat
     tokenizer = demo_tokenizer()
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(make_config(kind, tokenizer), dtype=torch.float32)
-    with torch.no_grad():      # larger weights than the default init make logits less flat
-        for p in model.parameters():
-            if p.dim() > 1:
-                p.normal_(0, 0.1)
-    path = Path(path)
-    model.save_pretrained(str(path))
-    tokenizer.save_pretrained(str(path))
+    path = save_with_random_weights(model, tokenizer, path)
     processor = load_image_processor(path, min_pixels=56 * 56, max_pixels=MAX_PIXELS)
     processor.save_pretrained(str(path))
     return path
