@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import statistics
-import tempfile
 import time
 from typing import Callable, List
 
@@ -24,7 +23,8 @@ import numpy as np
 import torch
 
 from engine import Engine, SamplingParams
-from engine.models.demo_vl import SPECIAL_TOKENS, demo_image_processor, demo_tokenizer
+from engine.model_setup import ModelSource
+from engine.models.demo_vl import SPECIAL_TOKENS, demo_tokenizer
 from engine.multimodal import image_token_count
 
 from .common import print_table, sync, write_result
@@ -72,15 +72,10 @@ def reference_model(config, device, dtype):
         return Qwen2VLForConditionalGeneration._from_config(config, dtype=dtype).eval()
 
 
-def engine_with_weights_of(reference, **config):
-    """Our engine on the reference's tensors (loaded from memory: no 16 GB checkpoint on disk)."""
-    import engine.model_setup as setup
-    original = setup.iter_weights
-    setup.iter_weights = lambda _dir: iter(reference.state_dict().items())
-    try:
-        return Engine(**config)
-    finally:
-        setup.iter_weights = original
+def engine_with_weights_of(reference, tokenizer, **config):
+    """Our engine on the reference's tensors, from memory (no 16 GB checkpoint on disk)."""
+    source = ModelSource(reference.config, iter(reference.state_dict().items()), tokenizer)
+    return Engine(model_source=source, model="in-memory Qwen2-VL", **config)
 
 
 def test_image(size: int, seed: int):
@@ -105,29 +100,51 @@ def peak_extra_bytes(device, fn) -> int:
     return torch.cuda.max_memory_allocated(device) - base
 
 
-def measure_ours(engine, device, args, seed0: int) -> dict:
+def reference_inputs(engine, reference, image, device) -> dict:
+    """transformers' inputs for the same prompt and pixels as ours."""
+    _, token_ids = engine.tokenize(ask(image))
+    batch = engine.vision.builder.processor(images=[image], return_tensors="pt")
+    ids = torch.tensor([token_ids], device=device)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+              "pixel_values": batch["pixel_values"].to(device), "image_grid_thw": batch["image_grid_thw"].to(device)}
+    if "mm_token_type_ids" in inspect.signature(reference.forward).parameters:   # newer transformers
+        inputs["mm_token_type_ids"] = (ids == engine.hf_config.image_token_id).int()
+    return inputs
+
+
+@torch.inference_mode()
+def measure(engine, reference, device, args, seed0: int) -> dict:
+    """Ours and transformers' figures, measured alternately (side by side in one run)."""
     once = SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True)
     images = [test_image(args.image_size, seed0 + i) for i in range(args.repeats + 1)]
-    data, _ = engine.vision.builder.preprocess(images[0], 0)
-    preprocess = timed(lambda: engine.vision.builder.preprocess(images[0], 0), device, args.repeats, 0)
+    builder, model = engine.vision.builder, engine.runner.model
+    data, _ = builder.preprocess(images[0], 0)
+    preprocess = timed(lambda: builder.preprocess(images[0], 0), device, args.repeats, 0)
     pixels = data.pixel_values.to(device)
-    model = engine.runner.model
-    with torch.inference_mode():
-        encode = timed(lambda: model.encode_image(pixels, data.grid_thw), device, args.repeats)
-    engine.chat(ask(images[0]), once)                          # warm-up (kernels, allocator)
-    cold, peaks = [], []
-    for image in images[1:]:                                   # a new image each time: cold
+    inputs = reference_inputs(engine, reference, images[0], device)
+    ours_encode = lambda: model.encode_image(pixels, data.grid_thw)                        # noqa: E731
+    hf_encode = lambda: reference.model.get_image_features(inputs["pixel_values"],        # noqa: E731
+                                                          inputs["image_grid_thw"])
+    hf_prefill = lambda: reference(**inputs, logits_to_keep=1)                            # noqa: E731
+    for warm_up in (ours_encode, hf_encode, hf_prefill, lambda: engine.chat(ask(images[0]), once)):
+        warm_up()                                                  # kernels, allocator caches
+    encode, hf_encode_s, cold, hf_prefill_s, peaks = [], [], [], [], []
+    for image in images[1:]:                                       # a new image each time: cold
+        encode += timed(ours_encode, device, 1, 0)
+        hf_encode_s += timed(hf_encode, device, 1, 0)
         outs = []
         peaks.append(peak_extra_bytes(device, lambda: outs.append(engine.chat(ask(image), once)[0])))
         cold.append(outs[0].metrics.ttft)
+        hf_prefill_s += timed(hf_prefill, device, 1, 0)
+    hf_peak = peak_extra_bytes(device, hf_prefill)
     warm = engine.chat(ask(images[-1]), once)[0]
     stats, prompt_tokens = engine.stats(), len(warm.prompt_token_ids)
     kv_per_token = engine.memory["kv_cache_bytes"] // (stats["kv_blocks_total"] * stats["kv_block_size"])
     row_bytes = engine.memory["vision_cache_bytes"] // stats["vision_cache_tokens_total"]
     blocks = -(-(prompt_tokens + 1) // stats["kv_block_size"])
-    return {
+    ours = {
         "grid_thw": list(data.grid_thw),
-        "image_tokens": image_token_count(data.grid_thw, engine.vision.builder.merge_size),
+        "image_tokens": image_token_count(data.grid_thw, builder.merge_size),
         "prompt_tokens": prompt_tokens,
         "preprocess_s": statistics.median(preprocess),
         "encode_s": statistics.median(encode),
@@ -141,24 +158,9 @@ def measure_ours(engine, device, args, seed0: int) -> dict:
         "kv_used_by_request_bytes": blocks * stats["kv_block_size"] * kv_per_token,
         "max_num_batched_tokens": engine.config.max_num_batched_tokens,
     }
-
-
-def measure_reference(reference, engine, device, args, seed: int) -> dict:
-    image = test_image(args.image_size, seed)
-    _, token_ids = engine.tokenize(ask(image))
-    batch = engine.vision.builder.processor(images=[image], return_tensors="pt")
-    ids = torch.tensor([token_ids], device=device)
-    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
-              "pixel_values": batch["pixel_values"].to(device), "image_grid_thw": batch["image_grid_thw"].to(device)}
-    if "mm_token_type_ids" in inspect.signature(reference.forward).parameters:   # newer transformers
-        inputs["mm_token_type_ids"] = (ids == engine.hf_config.image_token_id).int()
-    with torch.inference_mode():
-        encode = timed(lambda: reference.model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"]),
-                       device, args.repeats)
-        prefill = timed(lambda: reference(**inputs, logits_to_keep=1), device, args.repeats)
-        peak = peak_extra_bytes(device, lambda: reference(**inputs, logits_to_keep=1))
-    return {"encode_s": statistics.median(encode), "encode_prefill_s": statistics.median(prefill),
-            "peak_temporaries_bytes": peak}
+    theirs = {"encode_s": statistics.median(hf_encode_s), "encode_prefill_s": statistics.median(hf_prefill_s),
+              "peak_temporaries_bytes": hf_peak}
+    return {"ours": ours, "transformers": theirs}
 
 
 def main(argv=None) -> None:
@@ -181,31 +183,28 @@ def main(argv=None) -> None:
     torch.manual_seed(0)
     reference = reference_model(config, device, dtype)
     runs = []
-    with tempfile.TemporaryDirectory(prefix="bench-vision-") as tmp:
-        config.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        demo_image_processor().save_pretrained(tmp)
-        for n, max_pixels in enumerate(int(v) for v in args.max_pixels.split(",")):
-            engine = engine_with_weights_of(reference, model=tmp, device=str(device), dtype=str(dtype),
-                                            max_pixels=max_pixels, kv_cache_memory=kv_bytes,
-                                            max_num_batched_tokens=args.max_num_batched_tokens)
-            try:
-                ours = measure_ours(engine, device, args, seed0=100 * n)
-                theirs = measure_reference(reference, engine, device, args, seed=100 * n + 99)
-            finally:
-                engine.shutdown()
-            runs.append({"max_pixels": max_pixels, "ours": ours, "transformers": theirs,
-                         "encode_speedup": theirs["encode_s"] / ours["encode_s"],
-                         "encode_prefill_speedup": theirs["encode_prefill_s"] / ours["ttft_cold_s"]})
-            del engine
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+    for n, max_pixels in enumerate(int(v) for v in args.max_pixels.split(",")):
+        engine = engine_with_weights_of(reference, tokenizer, device=str(device), dtype=str(dtype),
+                                        max_pixels=max_pixels, kv_cache_memory=kv_bytes,
+                                        max_num_batched_tokens=args.max_num_batched_tokens)
+        try:
+            result = measure(engine, reference, device, args, seed0=100 * n)
+        finally:
+            engine.shutdown()
+        ours, theirs = result["ours"], result["transformers"]
+        runs.append({"max_pixels": max_pixels, **result,
+                     "encode_speedup": theirs["encode_s"] / ours["encode_s"],
+                     "encode_prefill_speedup": theirs["encode_prefill_s"] / ours["ttft_cold_s"]})
+        del engine
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
 
     payload = {"model": "Qwen2-VL tiny" if args.tiny else "Qwen2-VL-7B-shaped",
                "dtype": str(dtype).replace("torch.", ""), "image": f"{args.image_size}x{args.image_size} RGB noise",
                "repeats": args.repeats, "runs": runs,
                "notes": "TTFT = submit (after host preprocessing) to first token, through the engine loop; "
-                        "transformers = one forward with logits_to_keep=1. Medians over repeats."}
+                        "transformers = one forward with logits_to_keep=1. Ours and transformers are "
+                        "measured alternately; medians over repeats."}
     mib = 2 ** 20
     table = [{"max_pixels": r["max_pixels"], "grid": "x".join(map(str, r["ours"]["grid_thw"])),
               "image tokens": r["ours"]["image_tokens"], "ours encode s": r["ours"]["encode_s"],

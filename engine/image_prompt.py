@@ -30,11 +30,12 @@ def _processor_class():
         return Qwen2VLImageProcessor
 
 
-def load_image_processor(model_dir: Path, min_pixels: Optional[int] = None,
+def load_image_processor(model_dir: Optional[Path], min_pixels: Optional[int] = None,
                          max_pixels: Optional[int] = None):
-    """The model's preprocessor_config.json, with min/max_pixels overridden when given."""
-    path = Path(model_dir) / "preprocessor_config.json"
-    saved = json.loads(path.read_text()) if path.is_file() else {}
+    """The model's preprocessor_config.json (transformers' Qwen2-VL defaults without one, e.g.
+    for an in-memory model), with min/max_pixels overridden when given."""
+    path = Path(model_dir) / "preprocessor_config.json" if model_dir is not None else None
+    saved = json.loads(path.read_text()) if path is not None and path.is_file() else {}
     keys = ("patch_size", "temporal_patch_size", "merge_size", "image_mean", "image_std")
     kwargs = {k: saved[k] for k in keys if k in saved}
     size = saved.get("size") or {}

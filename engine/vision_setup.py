@@ -65,9 +65,9 @@ class VisionSupport:
         return {**self.cache.stats(), "max_image_tokens": self.max_image_tokens}
 
 
-def _ensure_chat_template(tokenizer, model_dir: Path) -> None:
+def _ensure_chat_template(tokenizer, model_dir: Optional[Path]) -> None:
     """VL checkpoints often ship the chat template beside the processor, not the tokenizer."""
-    if getattr(tokenizer, "chat_template", None):
+    if getattr(tokenizer, "chat_template", None) or model_dir is None:
         return
     jinja, js = model_dir / "chat_template.jinja", model_dir / "chat_template.json"
     if jinja.is_file():
@@ -76,7 +76,7 @@ def _ensure_chat_template(tokenizer, model_dir: Path) -> None:
         tokenizer.chat_template = json.loads(js.read_text()).get("chat_template")
 
 
-def build_vision(config, model, hf_config, model_dir: Path, tokenizer, device, dtype) -> VisionSupport:
+def build_vision(config, model, hf_config, model_dir: Optional[Path], tokenizer, device, dtype) -> VisionSupport:
     processor = load_image_processor(model_dir, config.min_pixels, config.max_pixels)
     vcfg = hf_config.vision_config
     if (processor.patch_size, processor.merge_size) != (vcfg.patch_size, vcfg.spatial_merge_size):

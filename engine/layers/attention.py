@@ -118,12 +118,13 @@ class TorchAttention:
         return out.reshape(1, self.num_heads, 1, self.head_dim).to(q.dtype)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                kv_cache: Tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata) -> torch.Tensor:
-        """q: [T, H, D]; k, v: [T, KVH, D] (already rotated). Returns [T, H, D]."""
+                kv_cache: Tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata,
+                out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """q: [T, H, D]; k, v: [T, KVH, D] (already rotated). Returns [T, H, D] (in `out` if given)."""
         k_cache, v_cache = kv_cache
         k_cache.index_copy_(0, meta.slot_mapping, k)
         v_cache.index_copy_(0, meta.slot_mapping, v)
-        out = torch.empty_like(q)
+        out = torch.empty_like(q) if out is None else out.view_as(q)
         indices, masks, split = meta.extra["indices"], meta.extra["masks"], meta.extra["split"]
         for i in range(meta.num_seqs):
             s, n = meta.query_starts[i], meta.query_lens[i]

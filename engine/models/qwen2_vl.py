@@ -37,10 +37,12 @@ class Qwen2VLForConditionalGeneration(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        self.config = cfg
+        self.hf_config = cfg
         text = cfg.get_text_config()
         tie = bool(getattr(cfg, "tie_word_embeddings", False))
         self.language_model = LlamaForCausalLM(_Qwen2TextView(text, tie))
+        # The text config, as the engine's shape-driven parts (workspace, cost model) read it.
+        self.config = self.language_model.config
         self.visual = VisionTower(cfg.vision_config, windowed=cfg.model_type == "qwen2_5_vl")
         if self.visual.out_dim != text.hidden_size:
             raise ValueError(f"vision output width {self.visual.out_dim} != text hidden size {text.hidden_size}")
@@ -52,6 +54,10 @@ class Qwen2VLForConditionalGeneration(nn.Module):
     @property
     def layers(self) -> nn.ModuleList:
         return self.language_model.layers
+
+    @property
+    def embed_tokens(self) -> nn.Embedding:
+        return self.language_model.embed_tokens
 
     def encode_image(self, pixels: torch.Tensor, grid_thw) -> torch.Tensor:
         """One whole image -> [merged patches, hidden] input embeddings."""

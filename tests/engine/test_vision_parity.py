@@ -121,3 +121,14 @@ def test_text_only_prompt_matches_transformers(vl_dirs, vl_references, kind):
         inputs = reference_inputs(vl_dirs[kind], out.prompt_token_ids, [], engine.hf_config.image_token_id)
         del inputs["mm_token_type_ids"]
         assert out.outputs[0].token_ids == reference_greedy(vl_references[kind], inputs, GREEDY.max_tokens)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_workspace_forward_matches_transformers(vl_dirs, vl_references, kind):
+    """The GPU path's preallocated-workspace forward (run here on the CPU) with images."""
+    with Engine(model=str(vl_dirs[kind]), use_workspace=True, workspace_slice_tokens=8,
+                max_num_batched_tokens=16) as engine:
+        assert engine.runner.workspace is not None
+        out = engine.chat(messages(IMAGES), GREEDY)[0]
+        inputs = reference_inputs(vl_dirs[kind], out.prompt_token_ids, IMAGES, engine.hf_config.image_token_id)
+        assert out.outputs[0].token_ids == reference_greedy(vl_references[kind], inputs, GREEDY.max_tokens)

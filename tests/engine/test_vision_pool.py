@@ -81,7 +81,8 @@ def test_concurrent_largest_images_never_deadlock(vl_dirs, concurrency):
         check_lifetimes_every_step(engine, violations, blocked)
         # At most 6 tokens per request per step: the 16-token budget is shared by several
         # requests at once, so they reach their images together and must queue for the pool.
-        engine.scheduler.chunk_limit = lambda request, start, proposed: min(proposed, 6)
+        limit = engine.scheduler._limit
+        engine.scheduler._limit = lambda request, num_new: min(limit(request, num_new), 6)
         prompts = [ask(largest_image(seed=10 + i), f"Picture number {i}:") for i in range(concurrency)]
         params = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
         results = []
