@@ -2,11 +2,11 @@
 boundary, and clear refusals at submission that never reach the device."""
 import pytest
 
-from engine import Engine, RequestRejected, SamplingParams
+from engine import RequestRejected, SamplingParams
 from engine.errors import ImageTooLargeError
 from engine.multimodal import image_token_count, largest_image_grid
 
-from .vision_models import MAX_PIXELS, random_image
+from .vision_models import MAX_PIXELS, cpu_engine, random_image
 
 PARAMS = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
 # Sides are multiples of 28, so the processor keeps them: 4x6 and 5x5 merged patches.
@@ -39,7 +39,7 @@ def test_token_count_includes_both_separators():
 
 
 def test_prompt_builder_expands_to_exactly_that_count(vl_dirs):
-    with Engine(model=str(vl_dirs["qwen2_vl"])) as engine:
+    with cpu_engine(vl_dirs["qwen2_vl"]) as engine:
         with_image = engine.count_tokens(ask(IMAGE_26))
         without = engine.count_tokens([{"role": "user", "content": "What is this?"}])
         assert with_image - without == 26
@@ -50,7 +50,7 @@ def test_prompt_builder_expands_to_exactly_that_count(vl_dirs):
 
 
 def test_image_exactly_on_the_budget_is_answered_one_more_token_is_refused(vl_dirs):
-    with Engine(model=str(vl_dirs["qwen2_vl"]), max_image_tokens=26) as engine:
+    with cpu_engine(vl_dirs["qwen2_vl"], max_image_tokens=26) as engine:
         calls = count_encoder_calls(engine)
         out = engine.chat(ask(IMAGE_26), PARAMS)[0]
         assert out.error is None and len(out.outputs[0].token_ids) == 4
@@ -67,7 +67,7 @@ def test_image_exactly_on_the_budget_is_answered_one_more_token_is_refused(vl_di
 
 
 def test_same_image_one_token_over_a_smaller_budget_is_refused(vl_dirs):
-    with Engine(model=str(vl_dirs["qwen2_vl"]), max_image_tokens=25) as engine:
+    with cpu_engine(vl_dirs["qwen2_vl"], max_image_tokens=25) as engine:
         calls = count_encoder_calls(engine)
         with pytest.raises(ImageTooLargeError, match="26 tokens .* limit is 25"):
             engine.chat(ask(IMAGE_26), PARAMS)
@@ -77,21 +77,21 @@ def test_same_image_one_token_over_a_smaller_budget_is_refused(vl_dirs):
 def test_refusal_names_the_binding_setting(vl_dirs):
     second = [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image", "image": IMAGE_26},
                                            {"type": "image", "image": IMAGE_27}]}]
-    with Engine(model=str(vl_dirs["qwen2_vl"]), max_image_tokens=26) as engine:
+    with cpu_engine(vl_dirs["qwen2_vl"], max_image_tokens=26) as engine:
         with pytest.raises(ImageTooLargeError, match=r"^image 2 \(140x140 RGB\) needs 27"):
             engine.submit(second, PARAMS)
-    with Engine(model=str(vl_dirs["qwen2_vl"]), max_model_len=20) as engine:
+    with cpu_engine(vl_dirs["qwen2_vl"], max_model_len=20) as engine:
         with pytest.raises(ImageTooLargeError, match="max_model_len"):
             engine.submit(ask(IMAGE_26), PARAMS)
 
 
 def test_vision_pool_smaller_than_one_image_fails_at_start(vl_dirs):
     with pytest.raises(ValueError, match="vision_cache_tokens=30 cannot hold one image of max_image_tokens=66"):
-        Engine(model=str(vl_dirs["qwen2_vl"]), vision_cache_tokens=30)
+        cpu_engine(vl_dirs["qwen2_vl"], vision_cache_tokens=30)
 
 
 def test_vllm_style_prompt_equals_chat_messages(vl_dirs):
-    with Engine(model=str(vl_dirs["qwen2_vl"])) as engine:
+    with cpu_engine(vl_dirs["qwen2_vl"]) as engine:
         text = engine.apply_chat_template([{"role": "user", "content": [{"type": "image"},
                                                                         {"type": "text", "text": "What is this?"}]}])
         assert "<|vision_start|><|image_pad|><|vision_end|>" in text
@@ -102,7 +102,7 @@ def test_vllm_style_prompt_equals_chat_messages(vl_dirs):
 
 
 def test_placeholders_must_match_the_images(vl_dirs):
-    with Engine(model=str(vl_dirs["qwen2_vl"])) as engine:
+    with cpu_engine(vl_dirs["qwen2_vl"]) as engine:
         one = "<|vision_start|><|image_pad|><|vision_end|>What?"
         with pytest.raises(RequestRejected, match="1 image placeholder.*but 2 image"):
             engine.submit({"prompt": one, "multi_modal_data": {"image": [IMAGE_26, IMAGE_27]}}, PARAMS)
@@ -113,7 +113,7 @@ def test_placeholders_must_match_the_images(vl_dirs):
 
 
 def test_text_model_rejects_images_clearly(llama_dir):
-    with Engine(model=str(llama_dir)) as engine:
+    with cpu_engine(llama_dir) as engine:
         assert not engine.supports_images
         with pytest.raises(RequestRejected, match="does not accept images: it has no vision tower"):
             engine.submit(ask(IMAGE_26), PARAMS)

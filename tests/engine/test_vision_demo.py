@@ -1,10 +1,10 @@
 """`demo-vl`: the generated random-weight vision model the app lists (answers meaningless)."""
 import hashlib
 
-from engine import Engine, SamplingParams
+from engine import SamplingParams
 from engine.models.demo_vl import make_demo_model
 
-from .vision_models import random_image
+from .vision_models import cpu_engine, random_image
 
 
 def weights_digest(path):
@@ -19,7 +19,7 @@ def test_demo_model_is_deterministic(tmp_path):
 
 def test_demo_vl_reads_a_4k_image(tmp_path, monkeypatch):
     monkeypatch.setenv("LONGREAD_CACHE", str(tmp_path))
-    with Engine(model="demo-vl") as engine:
+    with cpu_engine("demo-vl") as engine:
         assert engine.supports_images and engine.model_name == "demo-vl"
         image = random_image(4096, 4096, seed=1)
         out = engine.chat([{"role": "user", "content": [{"type": "image", "image": image},

@@ -3,11 +3,12 @@ with chunk budgets that split an image's positions across steps, and with prefix
 import pytest
 import torch
 
-from engine import Engine, SamplingParams
+from engine import SamplingParams
 from engine.scheduler import ScheduledChunk
 from engine.vision_schedule import plan_images, reserve_images
 
-from .vision_models import random_image, reference_greedy, reference_inputs, reference_logits
+from .vision_models import (cpu_engine, random_image, reference_greedy, reference_inputs,
+                            reference_logits)
 
 KINDS = ["qwen2_vl", "qwen2_5_vl"]
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
@@ -57,7 +58,7 @@ def prompt_logits(engine, request, chunk, upto=None):
 @pytest.mark.parametrize("num_images", [1, 2])
 def test_prompt_logits_match_transformers(vl_dirs, vl_references, kind, num_images):
     images = IMAGES[:num_images]
-    with Engine(model=str(vl_dirs[kind])) as engine:
+    with cpu_engine(vl_dirs[kind]) as engine:
         request = engine_request(engine, messages(images))
         item = request.mm_items[0]
         inputs = reference_inputs(vl_dirs[kind], request.prompt_token_ids, images, engine.hf_config.image_token_id)
@@ -73,7 +74,7 @@ def test_prompt_logits_match_transformers(vl_dirs, vl_references, kind, num_imag
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("budget", [5, 16, 4096])
 def test_greedy_matches_transformers(vl_dirs, vl_references, kind, budget):
-    with Engine(model=str(vl_dirs[kind]), max_num_batched_tokens=budget) as engine:
+    with cpu_engine(vl_dirs[kind], max_num_batched_tokens=budget) as engine:
         for images in (IMAGES[:1], IMAGES):
             out = engine.chat(messages(images), GREEDY)[0]
             assert out.error is None
@@ -86,7 +87,7 @@ def test_greedy_matches_transformers(vl_dirs, vl_references, kind, budget):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_prefix_cache_hit_through_images_gives_same_answer(vl_dirs, vl_references, kind):
-    with Engine(model=str(vl_dirs[kind]), block_size=4, max_num_batched_tokens=9) as engine:
+    with cpu_engine(vl_dirs[kind], block_size=4, max_num_batched_tokens=9) as engine:
         first = engine.chat(messages(IMAGES), GREEDY)[0]
         second = engine.chat(messages(IMAGES), GREEDY)[0]
         n = len(first.prompt_token_ids)
@@ -101,7 +102,7 @@ def test_prefix_cache_hit_through_images_gives_same_answer(vl_dirs, vl_reference
 def test_cache_hit_ending_inside_an_image_encodes_it_again(vl_dirs, vl_references):
     """A cached prefix that stops mid-image: the image's remaining positions need its rows."""
     kind = "qwen2_vl"
-    with Engine(model=str(vl_dirs[kind]), block_size=4) as engine:
+    with cpu_engine(vl_dirs[kind], block_size=4) as engine:
         prompt = messages(IMAGES[:1])
         request = engine_request(engine, prompt)
         item = request.mm_items[0]
@@ -116,7 +117,7 @@ def test_cache_hit_ending_inside_an_image_encodes_it_again(vl_dirs, vl_reference
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_text_only_prompt_matches_transformers(vl_dirs, vl_references, kind):
-    with Engine(model=str(vl_dirs[kind]), max_num_batched_tokens=6) as engine:
+    with cpu_engine(vl_dirs[kind], max_num_batched_tokens=6) as engine:
         out = engine.chat([{"role": "user", "content": "No picture today, just words."}], GREEDY)[0]
         inputs = reference_inputs(vl_dirs[kind], out.prompt_token_ids, [], engine.hf_config.image_token_id)
         del inputs["mm_token_type_ids"]
@@ -126,7 +127,7 @@ def test_text_only_prompt_matches_transformers(vl_dirs, vl_references, kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_workspace_forward_matches_transformers(vl_dirs, vl_references, kind):
     """The GPU path's preallocated-workspace forward (run here on the CPU) with images."""
-    with Engine(model=str(vl_dirs[kind]), use_workspace=True, workspace_slice_tokens=8,
+    with cpu_engine(vl_dirs[kind], use_workspace=True, workspace_slice_tokens=8,
                 max_num_batched_tokens=16) as engine:
         assert engine.runner.workspace is not None
         out = engine.chat(messages(IMAGES), GREEDY)[0]

@@ -6,12 +6,12 @@ import time
 import pytest
 import torch
 
-from engine import Engine, SamplingParams
+from engine import SamplingParams
 from engine.request import MultiModalItem, Request
 from engine.vision_cache import VisionCache
 from engine.vision_schedule import plan_images, reserve_images
 
-from .vision_models import random_image
+from .vision_models import cpu_engine, random_image
 
 LARGEST = 64 + 2                 # MAX_PIXELS allows 64 merged patches, plus 2 separators
 KV_BYTES_PER_TOKEN = 2 * 2 * 2 * 16 * 4     # layers * (k, v) * kv_heads * head_dim * float32
@@ -25,6 +25,16 @@ def ask(image, question):
     return [{"role": "user", "content": [{"type": "text", "text": question},
                                          {"type": "image", "image": image},
                                          {"type": "text", "text": "Describe it."}]}]
+
+
+def submit_together(engine, prompts, params):
+    """Queue all requests before the engine loop sees any (its lock is reentrant for submit)."""
+    with engine._cv:
+        return [engine.submit(prompt, params) for prompt in prompts]
+
+
+def finish(engine, request_ids):
+    return [list(engine.outputs(rid))[-1] for rid in request_ids]
 
 
 def check_lifetimes_every_step(engine, violations, blocked):
@@ -74,7 +84,7 @@ def test_plan_reads_text_up_to_an_image_that_does_not_fit():
 @pytest.mark.parametrize("concurrency", [2, 4, 8])
 def test_concurrent_largest_images_never_deadlock(vl_dirs, concurrency):
     # The pool holds ONE largest image; the KV cache about two prompts; chunks split images.
-    with Engine(model=str(vl_dirs["qwen2_vl"]), vision_cache_tokens=LARGEST, block_size=4,
+    with cpu_engine(vl_dirs["qwen2_vl"], vision_cache_tokens=LARGEST, block_size=4,
                 max_num_batched_tokens=16, kv_cache_memory=KV_BYTES_PER_TOKEN * 4 * 48) as engine:
         assert engine.stats()["max_image_tokens"] == LARGEST
         violations, blocked = [], []
@@ -85,8 +95,8 @@ def test_concurrent_largest_images_never_deadlock(vl_dirs, concurrency):
         engine.scheduler._limit = lambda request, num_new: min(limit(request, num_new), 6)
         prompts = [ask(largest_image(seed=10 + i), f"Picture number {i}:") for i in range(concurrency)]
         params = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
-        results = []
-        worker = threading.Thread(target=lambda: results.extend(engine.chat(prompts, params)), daemon=True)
+        results, request_ids = [], submit_together(engine, prompts, params)
+        worker = threading.Thread(target=lambda: results.extend(finish(engine, request_ids)), daemon=True)
         worker.start()
         worker.join(timeout=60)                                   # the watchdog
         assert not worker.is_alive(), f"deadlock: {engine.stats()}"
@@ -104,13 +114,13 @@ def test_concurrent_largest_images_never_deadlock(vl_dirs, concurrency):
 def test_preemption_releases_rows_and_answers_stay_the_same(vl_dirs):
     prompts = [ask(largest_image(seed=30 + i), f"Number {i}") for i in range(3)]
     params = SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)
-    with Engine(model=str(vl_dirs["qwen2_vl"]), block_size=4, max_num_batched_tokens=24) as engine:
+    with cpu_engine(vl_dirs["qwen2_vl"], block_size=4, max_num_batched_tokens=24) as engine:
         serial = [engine.chat(p, params)[0].outputs[0].token_ids for p in prompts]
-    with Engine(model=str(vl_dirs["qwen2_vl"]), block_size=4, max_num_batched_tokens=24,
+    with cpu_engine(vl_dirs["qwen2_vl"], block_size=4, max_num_batched_tokens=24,
                 enable_prefix_caching=False, kv_cache_memory=KV_BYTES_PER_TOKEN * 4 * 56) as engine:
         violations, blocked = [], []
         check_lifetimes_every_step(engine, violations, blocked)
-        outs = engine.chat(prompts, params)
+        outs = finish(engine, submit_together(engine, prompts, params))
         stats = engine.stats()
         assert stats["num_preemptions"] > 0, "the test must actually preempt"
         assert [o.outputs[0].token_ids for o in outs] == serial
@@ -120,16 +130,20 @@ def test_preemption_releases_rows_and_answers_stay_the_same(vl_dirs):
 
 
 def test_abort_mid_image_returns_rows_and_blocks(vl_dirs):
-    with Engine(model=str(vl_dirs["qwen2_vl"]), block_size=4, max_num_batched_tokens=4) as engine:
-        rid = engine.submit(ask(largest_image(seed=50), "Abort me"), SamplingParams(max_tokens=5))
-        item_start = 9          # well inside: the image starts after a few text tokens
-        aborted_while_held = False
-        for out in engine.outputs(rid):
-            if out.metrics.num_computed_prompt_tokens > item_start + 20 and not out.finished:
-                aborted_while_held = aborted_while_held or engine.vision.cache.num_items == 1
-                engine.abort(rid)
-        assert out.outputs[0].finish_reason == "abort"
-        assert aborted_while_held
+    with cpu_engine(vl_dirs["qwen2_vl"], block_size=4, max_num_batched_tokens=4) as engine:
+        seen, original_step = {}, engine.step
+
+        def step():          # on the engine thread: abort exactly when the image is half read
+            original_step()
+            for request in engine.scheduler.running:
+                item = request.mm_items[0]
+                if not seen and item.offset + 20 < request.num_computed_tokens < item.end:
+                    seen["held"] = engine.vision.cache.holds(item)
+                    engine.abort(request.request_id)
+
+        engine.step = step
+        out = engine.generate(ask(largest_image(seed=50), "Abort me"), SamplingParams(max_tokens=5))[0]
+        assert out.outputs[0].finish_reason == "abort" and seen["held"]
         deadline = time.time() + 5
         while engine.stats()["vision_cache_tokens_free"] != engine.stats()["vision_cache_tokens_total"] or \
                 engine.stats()["kv_blocks_free"] != engine.stats()["kv_blocks_total"]:

@@ -1,9 +1,9 @@
 """Prefix caching keyed by image content: a different image with the same text never reuses the
 image's KV; the same image re-sent (as a PIL image or a file) does."""
-from engine import Engine, SamplingParams
+from engine import SamplingParams
 from engine.multimodal import image_content_hash
 
-from .vision_models import random_image
+from .vision_models import cpu_engine, random_image
 
 BLOCK = 4
 PARAMS = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True, logprobs=3)
@@ -24,7 +24,7 @@ def test_content_hash_follows_pixels_not_size():
 
 
 def test_different_image_same_text_stops_before_the_image(vl_dirs):
-    with Engine(model=str(vl_dirs["qwen2_vl"]), block_size=BLOCK) as engine:
+    with cpu_engine(vl_dirs["qwen2_vl"], block_size=BLOCK) as engine:
         _, ids, items = engine._parse(ask(IMAGE_A))
         first_image_block = items[0].offset // BLOCK
         a = engine.chat(ask(IMAGE_A), PARAMS)[0]
@@ -41,7 +41,7 @@ def test_different_image_same_text_stops_before_the_image(vl_dirs):
 def test_same_image_resent_as_a_file_hits_the_cache(vl_dirs, tmp_path):
     path = tmp_path / "scan.png"
     IMAGE_A.save(path)
-    with Engine(model=str(vl_dirs["qwen2_vl"]), block_size=BLOCK) as engine:
+    with cpu_engine(vl_dirs["qwen2_vl"], block_size=BLOCK) as engine:
         first = engine.chat(ask(IMAGE_A), PARAMS)[0]
         predicted = engine.cached_prefix_tokens(ask(str(path)))
         again = engine.chat(ask(str(path)), PARAMS)[0]

@@ -81,3 +81,9 @@ def reference_greedy(model, inputs: dict, max_new_tokens: int):
     out = model.generate(**inputs, max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens,
                          do_sample=False, eos_token_id=None, pad_token_id=0)
     return out[0, inputs["input_ids"].shape[1]:].tolist()
+
+
+def cpu_engine(model, **settings):
+    """Our engine on the CPU in float32 (exact parity), also on a host with a GPU."""
+    from engine import Engine
+    return Engine(model=str(model), device="cpu", dtype="float32", **settings)
