@@ -173,6 +173,7 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     parser.add_argument("--kv-cache-gib", type=float, default=None, help="default: 8 (GPU), 0.25 (CPU)")
+    parser.add_argument("--out-dir", default=None, help="default: bench/results")
     args = parser.parse_args(argv)
 
     device = torch.device(args.device)
@@ -219,7 +220,7 @@ def main(argv=None) -> None:
                                               f"{r['transformers']['peak_temporaries_bytes'] / mib:.0f}"}
              for r in runs]
     print_table(table, list(table[0]))
-    write_result("vision", str(device), payload)
+    write_result("vision", str(device), payload, args.out_dir)
 
 
 if __name__ == "__main__":
