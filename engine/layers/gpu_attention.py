@@ -77,21 +77,31 @@ def probe_kernel(device, dtype, preferred: Optional[str] = None) -> Tuple[str, C
     raise RuntimeError("no fused attention kernel with log-sum-exp works on this device")
 
 
-def block_runs(block_table: List[int], begin: int, end: int, block_size: int) -> List[Tuple[int, int]]:
+def block_runs(block_table: List[int], begin: int, end: int, block_size: int) -> List[Tuple[int, int, int]]:
     """Maximal runs of consecutive physical blocks covering positions [begin, end):
-    a list of (first slot, length)."""
-    runs: List[Tuple[int, int]] = []
+    a list of (first slot, first position, length)."""
+    runs: List[Tuple[int, int, int]] = []
     pos = begin
     while pos < end:
         block_index = pos // block_size
         slot = block_table[block_index] * block_size + pos % block_size
         length = min(end, (block_index + 1) * block_size) - pos
-        if runs and runs[-1][0] + runs[-1][1] == slot:
-            runs[-1] = (runs[-1][0], runs[-1][1] + length)
+        if runs and runs[-1][0] + runs[-1][2] == slot:
+            runs[-1] = (runs[-1][0], runs[-1][1], runs[-1][2] + length)
         else:
-            runs.append((slot, length))
+            runs.append((slot, pos, length))
         pos += length
     return runs
+
+
+def runs_between(runs: List[Tuple[int, int, int]], begin: int, end: int) -> List[Tuple[int, int]]:
+    """Clip runs (from block_runs) to positions [begin, end): a list of (first slot, length)."""
+    out = []
+    for slot, pos, length in runs:
+        lo, hi = max(begin, pos), min(end, pos + length)
+        if lo < hi:
+            out.append((slot + lo - pos, hi - lo))
+    return out
 
 
 class CudaAttention:
@@ -119,7 +129,8 @@ class CudaAttention:
                 tables.append(meta.block_tables[i])
                 lens.append(start + 1)
             else:
-                prefills.append(i)
+                # Runs of consecutive blocks, once per step (not per layer or slice).
+                prefills.append((i, block_runs(meta.block_tables[i], 0, start + n, meta.block_size)))
         meta.extra["prefills"] = prefills
         meta.extra["decode"] = None
         if decode_rows:
@@ -145,18 +156,17 @@ class CudaAttention:
             rows, table, lens, splits = decode
             out[rows] = paged_decode_attention(q[rows], k_cache, v_cache, table, lens, self.scale,
                                                meta.block_size, splits)
-        for i in meta.extra["prefills"]:
+        for i, runs in meta.extra["prefills"]:
             s, n, start = meta.query_starts[i], meta.query_lens[i], meta.context_starts[i]
             for c0 in range(0, n, self.query_slice):
                 c1 = min(n, c0 + self.query_slice)
-                out[s + c0:s + c1] = self._prefill_slice(q[s + c0:s + c1], k_cache, v_cache,
-                                                         meta.block_tables[i], start + c0, start + c1,
-                                                         meta.block_size)
+                out[s + c0:s + c1] = self._prefill_slice(q[s + c0:s + c1], k_cache, v_cache, runs,
+                                                         start + c0, start + c1)
         return out
 
-    def _prefill_slice(self, q, k_cache, v_cache, table, begin, end, block_size):
+    def _prefill_slice(self, q, k_cache, v_cache, runs, begin, end):
         """Queries at positions [begin, end) attend to keys [0, end) (causal)."""
-        own = block_runs(table, begin, end, block_size)
+        own = runs_between(runs, begin, end)
         if len(own) == 1:
             slot, _ = own[0]
             k_own, v_own = k_cache[slot:slot + end - begin], v_cache[slot:slot + end - begin]
@@ -169,17 +179,16 @@ class CudaAttention:
         o, lse = o[0].transpose(0, 1), lse.reshape(self.num_heads, -1)[:, :end - begin].t()   # [L,H,D], [L,H]
         if begin == 0:
             return o
-        for part_o, part_lse in self._prefix(q, k_cache, v_cache, table, begin, block_size):
+        for part_o, part_lse in self._prefix(q, k_cache, v_cache, runs_between(runs, 0, begin)):
             o = merge_attention_states(o.float(), lse, part_o.float(), part_lse).to(q.dtype)
             lse = torch.logaddexp(lse, part_lse)
         return o
 
-    def _prefix(self, q, k_cache, v_cache, table, begin, block_size):
-        """Attention of q to keys [0, begin), unmasked, GQA folded: yields (out, lse) per key run."""
+    def _prefix(self, q, k_cache, v_cache, runs):
+        """Attention of q to the keys in `runs`, unmasked, GQA folded: (out, lse) per key run."""
         L = q.shape[0]
         folded = q.view(L, self.num_kv_heads, self.group, self.head_dim).permute(1, 0, 2, 3) \
                   .reshape(1, self.num_kv_heads, L * self.group, self.head_dim)
-        runs = block_runs(table, 0, begin, block_size)
         if len(runs) > MAX_VIEW_RUNS:
             slots = torch.cat([torch.arange(s, s + n) for s, n in runs]).to(k_cache.device)
             keyed = [(k_cache.index_select(0, slots), v_cache.index_select(0, slots))]

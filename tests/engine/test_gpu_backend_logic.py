@@ -18,7 +18,7 @@ if "engine.layers.triton_decode" not in sys.modules:
 pytest.importorskip("triton", reason="Triton is not installed (pip install triton)")
 
 from engine import Engine, SamplingParams  # noqa: E402
-from engine.layers.gpu_attention import block_runs  # noqa: E402
+from engine.layers.gpu_attention import block_runs, runs_between  # noqa: E402
 
 from .tiny_models import reference_greedy  # noqa: E402
 
@@ -28,9 +28,13 @@ PROMPTS = ["The quick brown fox jumps over the lazy dog. Paris is the capital of
 
 
 def test_block_runs_merge_consecutive_blocks():
-    assert block_runs([3, 4, 5, 9, 10, 2], 0, 22, 4) == [(12, 12), (36, 8), (8, 2)]
-    assert block_runs([3, 4, 5], 6, 10, 4) == [(18, 4)]
-    assert block_runs([7], 0, 3, 4) == [(28, 3)]
+    runs = block_runs([3, 4, 5, 9, 10, 2], 0, 22, 4)
+    assert runs == [(12, 0, 12), (36, 12, 8), (8, 20, 2)]
+    assert block_runs([3, 4, 5], 6, 10, 4) == [(18, 6, 4)]
+    assert block_runs([7], 0, 3, 4) == [(28, 0, 3)]
+    assert runs_between(runs, 0, 22) == [(12, 12), (36, 8), (8, 2)]
+    assert runs_between(runs, 10, 14) == [(22, 2), (36, 2)]
+    assert runs_between(runs, 0, 0) == []
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen3"])

@@ -1,0 +1,39 @@
+"""Where a prefill step's GPU time goes: kernel-level profile of our engine (few layers).
+
+    python -m bench.profile_prefill --layers 4 --lengths 4096 32768
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from engine import SamplingParams
+
+from .gpu_model import kv_bytes_per_token, make_engine, make_hf_model, random_prompt
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--lengths", type=int, nargs="+", default=[4096, 32768])
+    p.add_argument("--budget", type=int, default=8192)
+    p.add_argument("--rows", type=int, default=22)
+    args = p.parse_args(argv)
+    hf = make_hf_model(num_hidden_layers=args.layers)
+    longest = max(args.lengths) + 64
+    engine = make_engine(hf, max_model_len=longest, max_num_batched_tokens=args.budget, max_num_seqs=4,
+                         kv_cache_memory=int(kv_bytes_per_token(hf.config) * longest * 1.1))
+    engine.generate([random_prompt(4000, seed=5)], SamplingParams(max_tokens=2, temperature=0))
+    for length in args.lengths:
+        prompt = random_prompt(length, seed=length + 9)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            out = engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))[0]
+        print(f"\n=== {length} tokens, {args.layers} layers: TTFT {out.metrics.ttft:.3f} s ===")
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.rows, max_name_column_width=60))
+    engine.shutdown()
+
+
+if __name__ == "__main__":
+    main()
