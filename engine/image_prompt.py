@@ -21,7 +21,7 @@ from .request import MultiModalItem
 IMAGE_PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
 
 
-def _processor_class():
+def processor_class():
     try:   # transformers >= 5.x names the PIL backend explicitly
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
         return Qwen2VLImageProcessorPil
@@ -45,7 +45,7 @@ def load_image_processor(model_dir: Optional[Path], min_pixels: Optional[int] = 
         kwargs["min_pixels"] = int(low)
     if high:
         kwargs["max_pixels"] = int(high)
-    return _processor_class()(**kwargs)
+    return processor_class()(**kwargs)
 
 
 def processor_max_pixels(processor) -> int:

@@ -70,9 +70,9 @@ def demo_config(tokenizer):
 
 
 def demo_image_processor():
-    from ..image_prompt import _processor_class
+    from ..image_prompt import processor_class
     # Qwen2-VL's own resize bounds, so token counts are realistic (a 4K image -> 1280 patches).
-    return _processor_class()(min_pixels=56 * 56, max_pixels=28 * 28 * 1280)
+    return processor_class()(min_pixels=56 * 56, max_pixels=28 * 28 * 1280)
 
 
 @torch.no_grad()
