@@ -87,7 +87,7 @@ class DecodeGraphs:
         for c in chunks:
             req = c.request
             ids.append(req.token_slice(c.start, c.end)[0])
-            positions.append(c.start)
+            positions.append(c.start + req.mrope_delta)   # M-RoPE: generated tokens shift (0 for text)
             slots.append(req.block_ids[c.start // bs] * bs + c.start % bs)
             lens.append(c.start + 1)
             width = max(width, len(req.block_ids))

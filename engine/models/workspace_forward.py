@@ -77,6 +77,8 @@ def forward_workspace(model, input_ids: torch.Tensor, step: StepContext, ws: Wor
     ops = elementwise_ops(step, ws, head_dim)
     x, h = ws.residual[:T], ws.hidden[:T]
     torch.index_select(model.embed_tokens.weight, 0, input_ids, out=x)
+    if step.image_embeds is not None:   # vision models: image positions read the vision pool
+        x.index_copy_(0, step.image_embeds.rows, step.image_embeds.values)
     pending = None           # the last sublayer's output, added to x inside the next norm
     for layer in model.layers:
         attn, mlp = layer.self_attn, layer.mlp
