@@ -38,10 +38,6 @@ def main(argv=None):
     engine.shutdown()
 
 
-if __name__ == "__main__":
-    main()
-
-
 def host_profile(engine, prompt, rows=25):
     """Python-side profile of the engine's steps for one prompt (stepping in this thread)."""
     import cProfile
@@ -60,3 +56,8 @@ def host_profile(engine, prompt, rows=25):
     torch.cuda.synchronize()
     profiler.disable()
     pstats.Stats(profiler).sort_stats("tottime").print_stats(rows)
+
+
+if __name__ == "__main__":
+    main()
+

@@ -113,7 +113,7 @@ def build_model(hf_config, device: torch.device, dtype: torch.dtype):
     return model.to_empty(device=device).eval()
 
 
-def make_attention(config: EngineConfig, model, device: torch.device, dtype: torch.dtype):
+def make_attention(config: EngineConfig, model, device: torch.device, dtype: torch.dtype, max_model_len: int):
     heads, kv_heads, head_dim = model.dims
     name = config.attention_backend
     if name == "auto":
@@ -123,7 +123,7 @@ def make_attention(config: EngineConfig, model, device: torch.device, dtype: tor
     if name == "cuda":
         from .layers.gpu_attention import CudaAttention       # imports Triton: GPU hosts only
         return CudaAttention(heads, kv_heads, head_dim, head_dim ** -0.5, device, dtype,
-                             query_slice=config.workspace_slice_tokens)
+                             query_slice=config.workspace_slice_tokens, max_keys=max_model_len)
     raise ValueError(f"unknown attention_backend {name!r} (torch, cuda or auto)")
 
 
@@ -167,7 +167,7 @@ def build_model_and_runner(config: EngineConfig, source: Optional[ModelSource] =
     num_blocks = pool // (per_token * config.block_size)
     if num_blocks < 2:
         raise RuntimeError(f"KV cache of {pool} bytes holds fewer than 2 blocks; raise kv_cache_memory")
-    attention = make_attention(config, model, device, dtype)
+    attention = make_attention(config, model, device, dtype, max_model_len)
     runner = ModelRunner(model, text_config, device, dtype, num_blocks, config.block_size,
                          max_model_len, attention, workspace)
     if device.type == "cuda" and config.cuda_graphs and workspace is not None and attention.name == "cuda":

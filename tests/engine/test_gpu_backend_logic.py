@@ -53,3 +53,12 @@ def test_cuda_backend_logic_matches_transformers(tiny_dirs, references, family):
         assert again.outputs[0].token_ids == reference_greedy(references[family], follow, 12)
         stats = engine.stats()
         assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
+
+
+def test_keys_are_cut_into_canonical_pieces():
+    """Only canonical shapes reach the plan-building kernel (cuDNN); the rest is a remainder."""
+    from engine.layers.gpu_attention import CudaAttention
+    attention = CudaAttention(4, 2, 16, 0.25, "cpu", torch.float32, query_slice=4, max_keys=40)
+    assert attention.pieces == [4, 8, 16, 32]
+    assert attention.split_pieces([(100, 45), (7, 3)]) == [
+        (100, 32, True), (132, 8, True), (140, 4, True), (144, 1, False), (7, 3, False)]
