@@ -27,7 +27,7 @@ def main(argv=None):
     hf = make_hf_model(num_hidden_layers=args.layers)
     longest = max(args.lengths) + 64
     engine = make_engine(hf, max_model_len=longest, max_num_batched_tokens=args.budget, max_num_seqs=64,
-                         kv_cache_memory=int(kv_bytes_per_token(hf.config) * longest * 1.1))
+                         kv_cache_memory=int(kv_bytes_per_token(hf.config) * max(longest, 70000) * 1.1))
     engine.generate([random_prompt(4000, seed=5)], SamplingParams(max_tokens=2, temperature=0))
     for length in args.lengths:
         prompt = random_prompt(length, seed=length + 9)
