@@ -129,8 +129,13 @@ class CudaAttention:
         self.kernel_name, self.canonical_kernel = kernels[0]
         plan_free = [k for k in kernels if k[0] != "cudnn"] or kernels
         self.any_shape_kernel_name, self.any_shape_kernel = plan_free[0]
-        # Canonical key-piece lengths; only these (and the full causal slice) reach cuDNN.
-        self.pieces = [query_slice << k for k in range(12) if (query_slice << k) <= max(max_keys, query_slice)]
+        # Canonical key-piece lengths; only these (and the full causal slice) reach cuDNN:
+        # multiples of one unit (4 slices) up to max_keys, and the multiples of a slice below
+        # one unit. Any key run splits into at most two canonical pieces and a remainder.
+        self.unit = 4 * query_slice
+        small = list(range(query_slice, self.unit, query_slice))
+        big = list(range(self.unit, max(max_keys, self.unit) + 1, self.unit))
+        self.pieces = small + big
         if self.kernel_name == "cudnn":
             self._build_plans(device, dtype)
         log.info("prefill attention: %s for canonical shapes, %s otherwise",
@@ -149,14 +154,18 @@ class CudaAttention:
         torch.cuda.synchronize(device)
 
     def split_pieces(self, runs: List[Tuple[int, int]]) -> List[Tuple[int, int, bool]]:
-        """Cut key runs into (slot, length, canonical) pieces: canonical lengths greedily,
-        largest first, then one remainder piece."""
+        """Cut key runs into (slot, length, canonical) pieces: a multiple of the unit, a
+        multiple of the slice, then a remainder."""
         out = []
         for slot, length in runs:
-            for piece in reversed(self.pieces):
-                while length >= piece:
-                    out.append((slot, piece, True))
-                    slot, length = slot + piece, length - piece
+            while length >= self.unit:
+                take = min(length // self.unit * self.unit, self.pieces[-1])
+                out.append((slot, take, True))
+                slot, length = slot + take, length - take
+            take = length // self.query_slice * self.query_slice
+            if take:
+                out.append((slot, take, True))
+                slot, length = slot + take, length - take
             if length:
                 out.append((slot, length, False))
         return out
@@ -226,8 +235,10 @@ class CudaAttention:
             return o
         o = o.float()
         for part_o, part_lse in self._prefix(q, k_cache, v_cache, runs_between(runs, 0, begin), full):
+            # Log-sum-exp merge, in place to keep temporaries to one slice-sized buffer.
             new_lse = torch.logaddexp(lse, part_lse)
-            o = o * (lse - new_lse).exp().unsqueeze(-1) + part_o.float() * (part_lse - new_lse).exp().unsqueeze(-1)
+            o.mul_((lse - new_lse).exp_().unsqueeze(-1))
+            o.add_(part_o.float().mul_((part_lse - new_lse).exp_().unsqueeze(-1)))
             lse = new_lse
         return o.to(q.dtype)
 

@@ -59,6 +59,8 @@ def test_keys_are_cut_into_canonical_pieces():
     """Only canonical shapes reach the plan-building kernel (cuDNN); the rest is a remainder."""
     from engine.layers.gpu_attention import CudaAttention
     attention = CudaAttention(4, 2, 16, 0.25, "cpu", torch.float32, query_slice=4, max_keys=40)
-    assert attention.pieces == [4, 8, 16, 32]
-    assert attention.split_pieces([(100, 45), (7, 3)]) == [
-        (100, 32, True), (132, 8, True), (140, 4, True), (144, 1, False), (7, 3, False)]
+    assert attention.pieces == [4, 8, 12, 16, 32]
+    assert attention.split_pieces([(100, 45), (7, 3), (50, 12)]) == [
+        (100, 32, True), (132, 12, True), (144, 1, False), (7, 3, False), (50, 12, True)]
+    assert attention.split_pieces([(0, 90)]) == [(0, 32, True), (32, 32, True), (64, 16, True),
+                                                 (80, 8, True), (88, 2, False)]
