@@ -86,7 +86,10 @@ class Request:
         return self.status == RequestStatus.FINISHED
 
     def token_slice(self, start: int, end: int) -> List[int]:
+        """all_token_ids[start:end] without concatenating the lists (decode reads 1 token)."""
         n = len(self.prompt_token_ids)
         if end <= n:
             return self.prompt_token_ids[start:end]
-        return (self.prompt_token_ids + self.output_token_ids)[start:end]
+        if start >= n:
+            return self.output_token_ids[start - n:end - n]
+        return self.prompt_token_ids[start:] + self.output_token_ids[:end - n]
