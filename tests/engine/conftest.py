@@ -34,3 +34,14 @@ def vl_dirs(tmp_path_factory):
 def vl_references(vl_dirs):
     from .vision_models import load_vl_reference
     return {kind: load_vl_reference(path) for kind, path in vl_dirs.items()}
+
+
+@pytest.fixture(autouse=True)
+def cpu_oracle(request, monkeypatch):
+    """Parity tests compare float32 on the CPU with transformers: keep them there even on a
+    GPU host ("auto" would pick CUDA and bf16). GPU modules choose their device explicitly."""
+    if "gpu" in request.module.__name__:
+        return
+    import engine.model_setup as setup
+    original = setup.resolve_device
+    monkeypatch.setattr(setup, "resolve_device", lambda name: original("cpu" if name == "auto" else name))
