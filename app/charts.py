@@ -11,6 +11,7 @@ import pandas as pd
 from .metrics import RequestRecord, Sample
 
 GIB = 1024 ** 3
+TTFT_RECENT = 20                  # requests shown in the TTFT chart
 MEMORY_PARTS = [("weights", "weights"), ("kv_used", "KV in use"),
                 ("kv_cached", "KV cached prefixes"), ("kv_free", "KV free"),
                 ("workspace", "workspace"), ("other", "other")]

@@ -114,7 +114,7 @@ class Handlers:
             ttft, accuracy = gr.skip(), gr.skip()
         else:
             records = self.history.records()
-            ttft, accuracy = charts.plot_value(charts.ttft_frame(records)), accuracy_table(records)
+            ttft, accuracy = ttft_plot_update(records), accuracy_table(records)
         return (status_line(sample), charts.plot_value(charts.memory_frame(sample)),
                 charts.plot_value(charts.host_frame(samples)),
                 charts.plot_value(charts.kv_frame(samples)), ttft, accuracy, version)
@@ -138,6 +138,15 @@ class Handlers:
                 "sample": dict(sample.__dict__) if sample else None,
                 "forecast_model": [float(v) for v in self.service.model.theta],
                 "forecast_samples": self.service.model.num_samples}
+
+
+def ttft_plot_update(records):
+    recent = records[-charts.TTFT_RECENT:]
+    if not recent:
+        return gr.skip()
+    # Integer request numbers on the x axis: pad half a step either side of the range shown.
+    x_lim = [recent[0].index - 0.5, recent[-1].index + 0.5]
+    return gr.ScatterPlot(value=charts.ttft_frame(recent), x_lim=x_lim)
 
 
 def report(view) -> dict:
