@@ -17,7 +17,7 @@ MEMORY_PARTS = [("weights", "weights"), ("kv_used", "KV in use"),
                 ("workspace", "workspace"), ("other", "other")]
 MEMORY_COLORS = {"weights": "#6366f1", "KV in use": "#f97316", "KV cached prefixes": "#22c55e",
                  "KV free": "#cbd5e1", "workspace": "#a855f7", "other": "#94a3b8"}
-TTFT_COLORS = {"cold": "#3b82f6", "warm": "#f97316", "partial": "#eab308", "forecast": "#94a3b8"}
+TTFT_COLORS = {"cold": "#3b82f6", "warm": "#f97316", "partial": "#eab308", "forecast": "#475569"}
 HOST_COLORS = {"process RSS": "#6366f1", "system used": "#94a3b8"}
 KV_COLORS = {"KV in use %": "#f97316", "KV in use + cached %": "#22c55e",
              "prefix-cache hit rate %": "#3b82f6"}
@@ -39,7 +39,7 @@ def plot_value(df: pd.DataFrame) -> Optional[pd.DataFrame]:
 MEMORY_SCHEMA = {"device": "string", "part": "string", "GiB": "float64"}
 HOST_SCHEMA = {"time": "datetime64[ns]", "series": "string", "GiB": "float64"}
 KV_SCHEMA = {"time": "datetime64[ns]", "series": "string", "percent": "float64"}
-TTFT_SCHEMA = {"request": "int64", "TTFT (s)": "float64", "kind": "string"}
+TTFT_SCHEMA = {"request": "string", "TTFT (s)": "float64", "kind": "string"}
 
 
 def memory_frame(sample: Optional[Sample]) -> pd.DataFrame:
@@ -76,12 +76,16 @@ def kv_frame(samples: List[Sample]) -> pd.DataFrame:
     return frame(rows, KV_SCHEMA)
 
 
+def request_label(record: RequestRecord) -> str:
+    return f"#{record.index}"
+
+
 def ttft_frame(records: List[RequestRecord]) -> pd.DataFrame:
     """Measured TTFT per request, coloured cold / partial / warm, next to its forecast."""
     rows = []
     for r in records:
         if r.ttft is not None:
-            rows.append({"request": r.index, "TTFT (s)": r.ttft, "kind": r.cache_state})
+            rows.append({"request": request_label(r), "TTFT (s)": r.ttft, "kind": r.cache_state})
         if r.forecast_ttft is not None:
-            rows.append({"request": r.index, "TTFT (s)": r.forecast_ttft, "kind": "forecast"})
+            rows.append({"request": request_label(r), "TTFT (s)": r.forecast_ttft, "kind": "forecast"})
     return frame(rows, TTFT_SCHEMA)

@@ -144,9 +144,12 @@ def ttft_plot_update(records):
     recent = records[-charts.TTFT_RECENT:]
     if not recent:
         return gr.skip()
-    # Integer request numbers on the x axis: pad half a step either side of the range shown.
-    x_lim = [recent[0].index - 0.5, recent[-1].index + 0.5]
-    return gr.ScatterPlot(value=charts.ttft_frame(recent), x_lim=x_lim)
+    df = charts.ttft_frame(recent)
+    top = float(df["TTFT (s)"].max()) if len(df) else 1.0
+    # Request labels in request order (not string order); the y axis always starts at 0 so
+    # warm requests show as the near-zero points they are.
+    return gr.ScatterPlot(value=df, sort=[charts.request_label(r) for r in recent],
+                          y_lim=[0, max(0.1, top * 1.15)])
 
 
 def report(view) -> dict:

@@ -95,7 +95,7 @@ def build_ui(service: ChatService, history: MetricsHistory, options: AppOptions)
             ttft_plot = gr.ScatterPlot(None, x="request", y="TTFT (s)",
                                        color="kind", color_map=charts.TTFT_COLORS,
                                        title="TTFT per request: cold, warm and the forecast",
-                                       height=240, elem_id="lr-ttft-plot", x_axis_format="d")
+                                       height=240, elem_id="lr-ttft-plot")
             kv_plot = gr.LinePlot(None, x="time", y="percent", color="series",
                                   color_map=charts.KV_COLORS, y_lim=[0, 100],
                                   title="KV pool use and prefix-cache hit rate", height=240,

@@ -63,7 +63,7 @@ def test_chart_frames_have_fixed_types_even_when_empty():
     for df, kinds in [(charts.memory_frame(None), {"GiB": "float64"}),
                       (charts.host_frame([]), {"time": "datetime64[ns]"}),
                       (charts.kv_frame([]), {"percent": "float64"}),
-                      (charts.ttft_frame([]), {"request": "int64"})]:
+                      (charts.ttft_frame([]), {"TTFT (s)": "float64"})]:
         assert len(df) == 0
         for col, dtype in kinds.items():
             assert str(df[col].dtype) == dtype
@@ -82,6 +82,7 @@ def test_chart_frames_content():
     assert mem.groupby("device").GiB.sum().iloc[0] == 2.5
     ttft = charts.ttft_frame([record(1, 20.0, forecast=18.0), record(2, 0.3, cached=990)])
     assert ttft.kind.tolist() == ["cold", "forecast", "warm"]
+    assert ttft.request.tolist() == ["#1", "#1", "#2"]
     assert isinstance(charts.plot_value(ttft), pd.DataFrame)
 
 

@@ -1,0 +1,117 @@
+"""In a real browser (Playwright + Debian's chromium): log in, upload a code archive, watch the
+prefill progress, get the answer, check TTFT, cache badge and live charts; a follow-up on the
+same document is warm; Stop in the middle of a prefill frees the engine.
+
+Without /usr/bin/chromium the test is skipped with the reason, except under CI=true, where it
+fails. LONGREAD_SCREENSHOT=path also saves the screenshot there (assets/screenshot.png)."""
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.app.conftest import ASSETS, TEST_PASSWORD, TEST_USER
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ANSWER_TIMEOUT_MS = 240_000
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        reason = f"{CHROMIUM} not found: install Debian's chromium (apt-get install chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def log_in(page, url):
+    page.goto(url)
+    page.locator("input[data-testid=textbox]").fill(TEST_USER)
+    page.locator("input[type=password]").fill(TEST_PASSWORD)
+    page.get_by_role("button", name="Login").click()
+    page.wait_for_selector("#lr-input textarea", timeout=60_000)
+
+
+def card_request_number(page) -> int:
+    match = re.search(r"Request #(\d+)", page.locator("#lr-request").inner_text())
+    return int(match.group(1)) if match else 0
+
+
+def send_and_wait(page, text, files=(), expect_progress=False):
+    before = card_request_number(page)
+    if files:
+        page.set_input_files("#lr-input input[type=file]", [str(f) for f in files])
+        page.wait_for_function("() => (document.querySelector('#lr-token-count')?.dataset.tokens|0) > 1000",
+                               timeout=60_000)
+    page.locator("#lr-input textarea").fill(text)
+    page.wait_for_selector("#lr-precheck >> text=Forecast TTFT", timeout=30_000)
+    page.locator("#lr-input textarea").press("Enter")
+    if expect_progress:
+        page.wait_for_selector("#lr-progress", timeout=60_000)
+    page.wait_for_function(
+        f"""() => {{ const c = document.querySelector('#lr-request');
+                     const m = c && c.innerText.match(/Request #(\\d+)/);
+                     return c && c.dataset.phase === 'done' && m && +m[1] > {before}; }}""",
+        timeout=ANSWER_TIMEOUT_MS)
+
+
+def marks(page, plot_id, mark_class):
+    return page.locator(f"#{plot_id} g.{mark_class} path")
+
+
+def test_upload_answer_charts_warm_follow_up_and_stop(browser, app_server, tmp_path):
+    page = browser.new_page(viewport={"width": 1500, "height": 1250})
+    log_in(page, app_server)
+    archive = ASSETS / "sample_repo.tar.gz"
+
+    send_and_wait(page, "What does this project do?", [archive], expect_progress=True)
+    assert page.locator("#lr-cache-badge").get_attribute("data-state") == "cold"
+    cold_ttft = float(page.locator("#lr-ttft").get_attribute("data-seconds"))
+    assert cold_ttft > 0
+    assert "sample_repo.tar.gz" in page.locator("#lr-chat").inner_text()
+
+    # Charts are drawn and keep updating (the sampler adds a point every second).
+    page.wait_for_function("() => document.querySelectorAll('#lr-mem-plot g.mark-rect path').length >= 3",
+                           timeout=30_000)
+    page.wait_for_function("() => document.querySelectorAll('#lr-ttft-plot g.mark-symbol path').length >= 2",
+                           timeout=30_000)
+    host_line = marks(page, "lr-host-plot", "mark-line").first
+    before = host_line.get_attribute("d")
+    page.wait_for_function(
+        "(d) => { const p = document.querySelector('#lr-host-plot g.mark-line path');"
+        " return p && p.getAttribute('d') !== d; }", arg=before, timeout=15_000)
+    assert page.locator("#lr-accuracy table tr").count() >= 2        # forecast vs measured row
+
+    send_and_wait(page, "Which file parses the ledger?")
+    assert page.locator("#lr-cache-badge").get_attribute("data-state") == "warm"
+    warm_ttft = float(page.locator("#lr-ttft").get_attribute("data-seconds"))
+    assert 0 < warm_ttft < cold_ttft
+    page.wait_for_function("() => document.querySelectorAll('#lr-ttft-plot g.mark-symbol path').length >= 4",
+                           timeout=30_000)
+    time.sleep(1.5)                                                   # let the charts settle
+    shot = tmp_path / "screenshot.png"
+    page.screenshot(path=str(shot), full_page=True)
+    if os.environ.get("LONGREAD_SCREENSHOT"):
+        shutil.copy(shot, os.environ["LONGREAD_SCREENSHOT"])
+
+    # Stop during a cold prefill: the request is aborted in the engine, the chat says so.
+    page.set_input_files("#lr-input input[type=file]", [str(ASSETS / "sample_report.pdf")])
+    page.wait_for_function("() => (document.querySelector('#lr-token-count')?.dataset.tokens|0) > 3000",
+                           timeout=60_000)
+    page.locator("#lr-input textarea").fill(f"Summarize the report. ({time.time()})")
+    page.locator("#lr-input textarea").press("Enter")
+    page.wait_for_selector("#lr-progress", timeout=60_000)
+    page.locator("#lr-input button.stop-button").click()
+    page.wait_for_selector("#lr-chat >> text=Stopped", timeout=30_000)
+    page.wait_for_selector("#lr-status >> text=0 running, 0 waiting", timeout=30_000)
+    page.close()
