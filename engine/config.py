@@ -11,7 +11,7 @@ class EngineConfig:
     device: str = "auto"                 # "cpu", "cuda", "cuda:1" or "auto"
     dtype: str = "auto"                  # "auto" = float32 on CPU, bfloat16 on CUDA
     max_model_len: Optional[int] = None  # default: the model's max_position_embeddings
-    max_num_batched_tokens: int = 2048   # per-step token budget (decodes + prefill chunks)
+    max_num_batched_tokens: Optional[int] = None  # per-step token budget; None = 2048 CPU, 8192 GPU
     max_num_seqs: int = 64
     block_size: int = 16
     # bytes (int > 1) or a fraction of free device memory (float <= 1). On CPU the
@@ -19,11 +19,18 @@ class EngineConfig:
     # capped at 0.5 of available memory.
     kv_cache_memory: Optional[Union[int, float]] = None
     enable_prefix_caching: bool = True
-    attention_backend: str = "auto"      # "torch" (reference, exact) or a GPU backend name
+    attention_backend: str = "auto"      # "torch" (reference, exact), "cuda", or "auto"
+    use_workspace: Optional[bool] = None # preallocated layer scratch; None = on for CUDA
+    workspace_slice_tokens: int = 2048   # norms/RoPE/MLP/attention queries run in slices this big
+    cuda_graphs: bool = True             # capture decode steps (CUDA only)
     seed: int = 0
     # Upper bound on the time one step may take, in seconds (None = token budget only).
     # Long prefills are chunked further so running decodes keep a steady pace.
     max_step_time: Optional[float] = None
+    # Throughputs for that step-time model (FLOP/s); None = measured H200 figures on CUDA
+    # (bf16 matmul ~700 TF/s, attention ~500 TF/s), rough CPU figures otherwise.
+    matmul_flops: Optional[float] = None
+    attention_flops: Optional[float] = None
 
 
 @dataclass

@@ -17,7 +17,7 @@ import torch
 from .config import EngineConfig, SamplingParams
 from .errors import EngineDeadError, PromptTooLongError, RequestRejected
 from .kv_cache import KVCacheManager, hash_block
-from .model_setup import build_model_and_runner
+from .model_setup import ModelSource, build_model_and_runner
 from .output_processor import RequestStream
 from .outputs import RequestOutput
 from .request import Request, RequestStatus
@@ -29,18 +29,22 @@ Prompt = Union[str, List[int], dict]
 
 
 class Engine:
-    def __init__(self, config: Optional[EngineConfig] = None, **overrides):
+    def __init__(self, config: Optional[EngineConfig] = None, model_source: Optional[ModelSource] = None,
+                 **overrides):
         config = config or EngineConfig()
         for key, value in overrides.items():
+            if not hasattr(config, key):
+                raise TypeError(f"unknown engine setting {key!r}")
             setattr(config, key, value)
         self.config = config
-        setup = build_model_and_runner(config)
+        setup = build_model_and_runner(config, model_source)
         self.model_dir, self.hf_config, self.tokenizer = setup.model_dir, setup.hf_config, setup.tokenizer
         self.device, self.dtype = setup.device, setup.dtype
         self.max_model_len, self.eos_token_ids = setup.max_model_len, setup.eos_token_ids
         self.runner, self.memory = setup.runner, setup.memory
         self.kv = KVCacheManager(setup.num_blocks, config.block_size, config.enable_prefix_caching)
-        self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
+        self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs,
+                                   setup.cost_model, config.max_step_time)
         self._streams: dict = {}      # live requests (engine loop side)
         self._handles: dict = {}      # request id -> stream until its caller has read the end
         self._new: List[RequestStream] = []
@@ -100,6 +104,9 @@ class Engine:
     def _check(self, token_ids: List[int]) -> None:
         if not token_ids:
             raise RequestRejected("the prompt is empty")
+        vocab = self.hf_config.vocab_size
+        if min(token_ids) < 0 or max(token_ids) >= vocab:
+            raise RequestRejected(f"prompt token ids must be in [0, {vocab}); got {min(token_ids)}..{max(token_ids)}")
         if len(token_ids) >= self.max_model_len:
             raise PromptTooLongError(len(token_ids), self.max_model_len - 1,
                                      f"max_model_len {self.max_model_len} minus 1 token to answer")

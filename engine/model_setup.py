@@ -11,16 +11,18 @@ import torch
 
 from .config import EngineConfig
 from .layers.attention import TorchAttention
+from .workspace import Workspace
 from .loader import iter_weights, load_generation_config, load_hf_config, load_tokenizer, resolve_model_dir
 from .models import model_class
 from .runner import ModelRunner
+from .step_cost import StepCostModel
 
 log = logging.getLogger("longread.setup")
 
 
 @dataclass
 class Setup:
-    model_dir: Path
+    model_dir: Optional[Path]
     hf_config: Any
     tokenizer: Any
     device: torch.device
@@ -30,6 +32,7 @@ class Setup:
     runner: ModelRunner
     num_blocks: int
     memory: Dict[str, int] = field(default_factory=dict)
+    cost_model: Any = None
 
 
 def resolve_device(name: str) -> torch.device:
@@ -87,8 +90,8 @@ def kv_pool_bytes(config: EngineConfig, device: torch.device, bytes_per_token: i
     setting = config.kv_cache_memory
     available = available_memory(device)
     if setting is None:
-        if device.type == "cuda":
-            return int(0.85 * available)
+        if device.type == "cuda":   # leave room for CUDA graphs, the sampler and other processes
+            return int(0.9 * max(0, available - (2 << 30)))
         # CPU: room for four full-length conversations, at most 30% of free RAM.
         return min(4 * max_model_len * bytes_per_token, int(0.3 * available))
     if isinstance(setting, float) and setting <= 1.0:
@@ -108,28 +111,73 @@ def build_model(hf_config, device: torch.device, dtype: torch.dtype):
     return model.to_empty(device=device).eval()
 
 
-def build_model_and_runner(config: EngineConfig, model=None) -> Setup:
-    model_dir = resolve_model_dir(config.model)
-    hf_config = load_hf_config(model_dir)
-    model_class(hf_config)                    # unsupported architectures fail before loading
-    tokenizer = load_tokenizer(model_dir)
+def make_attention(config: EngineConfig, model, device: torch.device, dtype: torch.dtype):
+    heads, kv_heads, head_dim = model.dims
+    name = config.attention_backend
+    if name == "auto":
+        name = "cuda" if device.type == "cuda" else "torch"
+    if name == "torch":
+        return TorchAttention(heads, kv_heads, head_dim, head_dim ** -0.5)
+    if name == "cuda":
+        from .layers.gpu_attention import CudaAttention       # imports Triton: GPU hosts only
+        return CudaAttention(heads, kv_heads, head_dim, head_dim ** -0.5, device, dtype,
+                             query_slice=config.workspace_slice_tokens)
+    raise ValueError(f"unknown attention_backend {name!r} (torch, cuda or auto)")
+
+
+@dataclass
+class ModelSource:
+    """A model given in memory instead of a directory (benchmarks: random weights shared
+    with a transformers baseline). `weights` yields (HF name, tensor)."""
+    hf_config: Any
+    weights: Any
+    tokenizer: Any
+    generation_config: Any = None
+
+
+def build_model_and_runner(config: EngineConfig, source: Optional[ModelSource] = None) -> Setup:
+    if source is None:
+        model_dir = resolve_model_dir(config.model)
+        hf_config = load_hf_config(model_dir)
+        model_class(hf_config)                # unsupported architectures fail before loading
+        tokenizer = load_tokenizer(model_dir)
+        weights, generation_config = lambda: iter_weights(model_dir), load_generation_config(model_dir)
+    else:
+        model_dir, hf_config, tokenizer = None, source.hf_config, source.tokenizer
+        weights, generation_config = lambda: source.weights, source.generation_config
     device = resolve_device(config.device)
     dtype = resolve_dtype(config.dtype, device)
+    if config.max_num_batched_tokens is None:
+        config.max_num_batched_tokens = 8192 if device.type == "cuda" else 2048
     max_model_len = resolve_max_model_len(config, hf_config)
     model = build_model(hf_config, device, dtype)
-    model.load_weights(iter_weights(model_dir))
+    model.load_weights(weights())
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    use_workspace = config.use_workspace if config.use_workspace is not None else device.type == "cuda"
+    workspace = Workspace(model, config.max_num_batched_tokens, config.workspace_slice_tokens,
+                          device, dtype) if use_workspace else None
     per_token = ModelRunner.kv_bytes_per_token(model, dtype)
     pool = kv_pool_bytes(config, device, per_token, max_model_len)
     num_blocks = pool // (per_token * config.block_size)
     if num_blocks < 2:
         raise RuntimeError(f"KV cache of {pool} bytes holds fewer than 2 blocks; raise kv_cache_memory")
-    heads, kv_heads, head_dim = model.dims
-    attention = TorchAttention(heads, kv_heads, head_dim, head_dim ** -0.5)
+    attention = make_attention(config, model, device, dtype)
     runner = ModelRunner(model, hf_config, device, dtype, num_blocks, config.block_size,
-                         max_model_len, attention)
+                         max_model_len, attention, workspace)
+    if device.type == "cuda" and config.cuda_graphs and workspace is not None and attention.name == "cuda":
+        runner.enable_cuda_graphs(config.max_num_seqs, max_model_len)
     memory = {"weights_bytes": weight_bytes,
               "kv_cache_bytes": num_blocks * config.block_size * per_token,
-              "workspace_bytes": 0}
+              "workspace_bytes": workspace.nbytes if workspace is not None else 0}
     return Setup(model_dir, hf_config, tokenizer, device, dtype, max_model_len,
-                 eos_ids(tokenizer, load_generation_config(model_dir)), runner, num_blocks, memory)
+                 eos_ids(tokenizer, generation_config), runner, num_blocks, memory,
+                 cost_model(config, model, device))
+
+
+def cost_model(config: EngineConfig, model, device: torch.device) -> StepCostModel:
+    gpu = device.type == "cuda"
+    matmul = config.matmul_flops or (700e12 if gpu else 50e9)
+    attention = config.attention_flops or (500e12 if gpu else 30e9)
+    params = sum(p.numel() for name, p in model.named_parameters() if "embed_tokens" not in name)
+    cfg = model.config
+    return StepCostModel.for_model(params, cfg.hidden_size, cfg.num_hidden_layers, matmul, attention)

@@ -13,22 +13,37 @@ from .layers.attention import AttentionMetadata
 from .layers.rope import RotaryTable
 from .layers.sampler import sample
 from .models.step import StepContext
+from .models.workspace_forward import forward_workspace
 from .scheduler import ScheduledChunk
 
 
 class ModelRunner:
     def __init__(self, model, hf_config, device: torch.device, dtype: torch.dtype,
-                 num_blocks: int, block_size: int, max_model_len: int, attention):
+                 num_blocks: int, block_size: int, max_model_len: int, attention, workspace=None):
         self.model, self.device, self.dtype = model, device, dtype
         self.block_size = block_size
         num_heads, num_kv_heads, head_dim = model.dims
         layers = len(model.layers)
-        # The KV pool: allocated once, never resized. [layer, k/v, slot, kv_head, head_dim]
-        self.kv_cache = torch.zeros(layers, 2, num_blocks * block_size, num_kv_heads, head_dim,
+        # The KV pool: allocated once, never resized. [layer, k/v, slot, kv_head, head_dim].
+        # One extra block past the pool is a write target for padded CUDA-graph rows.
+        self.dummy_block = num_blocks
+        self.kv_cache = torch.zeros(layers, 2, (num_blocks + 1) * block_size, num_kv_heads, head_dim,
                                     device=device, dtype=dtype)
         self.kv_caches = [(self.kv_cache[i, 0], self.kv_cache[i, 1]) for i in range(layers)]
         self.rope = RotaryTable(hf_config, head_dim, max_model_len, device, dtype)
         self.attention = attention
+        self.workspace = workspace
+        self.graphs = None
+
+    def enable_cuda_graphs(self, max_batch: int, max_model_len: int) -> None:
+        from .cuda_graphs import DecodeGraphs
+        self.graphs = DecodeGraphs(self, max_batch, -(-max_model_len // self.block_size))
+        self.graphs.capture()
+
+    def _forward(self, input_ids: torch.Tensor, step: StepContext) -> torch.Tensor:
+        if self.workspace is not None:
+            return forward_workspace(self.model, input_ids, step, self.workspace)
+        return self.model(input_ids, step)
 
     @staticmethod
     def kv_bytes_per_token(model, dtype: torch.dtype) -> int:
@@ -66,16 +81,19 @@ class ModelRunner:
     def execute(self, chunks: Sequence[ScheduledChunk]) -> Tuple[List[int], List[Optional[dict]]]:
         """Run one step. Returns sampled tokens (and logprobs) for the chunks that complete,
         in the order of `chunks`."""
+        sampling = [c.request for c in chunks if c.completes]
+        if self.graphs is not None and self.graphs.can_run(chunks):
+            logits = self.graphs.run(chunks)
+            return sample(logits, [r.params for r in sampling], [r.generator for r in sampling])
         input_ids, step, sample_rows = self._build(chunks)
-        hidden = self.model(input_ids, step)
+        hidden = self._forward(input_ids, step)
         if not sample_rows:
             return [], []
         logits = self.model.compute_logits(hidden[sample_rows])
-        sampling = [c.request for c in chunks if c.completes]
         return sample(logits, [r.params for r in sampling], [r.generator for r in sampling])
 
     @torch.inference_mode()
     def prompt_logits(self, chunks: Sequence[ScheduledChunk]) -> torch.Tensor:
         """Logits of every scheduled token (for parity tests; not used when serving)."""
         input_ids, step, _ = self._build(chunks)
-        return self.model.compute_logits(self.model(input_ids, step))
+        return self.model.compute_logits(self._forward(input_ids, step))

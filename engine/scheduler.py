@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from .kv_cache import KVCacheManager
 from .request import Request, RequestStatus
@@ -46,12 +46,15 @@ class SchedulerOutput:
 
 class Scheduler:
     def __init__(self, kv: KVCacheManager, max_num_batched_tokens: int, max_num_seqs: int,
-                 chunk_limit: Optional[Callable[[Request, int, int], int]] = None):
+                 cost_model=None, max_step_time: Optional[float] = None):
         self.kv = kv
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_num_seqs = max_num_seqs
-        # Optional hook (request, start, proposed) -> tokens: lets a time model shrink chunks.
-        self.chunk_limit = chunk_limit
+        # Optional time budget per step: prefill chunks shrink so a step's estimated cost
+        # (StepCostModel) stays under max_step_time; decodes are always scheduled.
+        self.cost_model = cost_model
+        self.max_step_time = max_step_time
+        self._time_left = 0.0
         self.waiting: deque = deque()
         self.running: List[Request] = []     # admission order; the tail is preempted first
         self.num_preemptions = 0
@@ -89,14 +92,21 @@ class Scheduler:
         return freed
 
     def _limit(self, request: Request, num_new: int) -> int:
-        if self.chunk_limit is not None and num_new > 1:
-            num_new = max(1, min(num_new, self.chunk_limit(request, request.num_computed_tokens, num_new)))
+        """Apply the time budget to a prefill chunk (decodes and untimed steps pass through)."""
+        if self.cost_model is None or self.max_step_time is None or num_new <= 1:
+            return num_new
+        start = request.num_computed_tokens
+        num_new = max(1, min(num_new, self.cost_model.max_chunk(start, self._time_left)))
+        self._time_left -= self.cost_model.chunk_cost(start, num_new)
         return num_new
 
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput()
         budget = self.max_num_batched_tokens
         scheduled: Dict[int, ScheduledChunk] = {}
+        if self.max_step_time is not None and self.cost_model is not None:
+            decode_cost = sum(self.cost_model.chunk_cost(r.num_computed_tokens, 1) for r in self.running)
+            self._time_left = self.max_step_time - self.cost_model.overhead_s - decode_cost
 
         # Pass 1: decodes (one token behind); pass 2: running prefills, in admission order.
         decodes = [r for r in self.running if r.num_tokens - r.num_computed_tokens == 1]

@@ -118,3 +118,22 @@ def test_rope_scaling_matches_transformers(tmp_path, rope):
     with Engine(model=str(path), max_num_batched_tokens=9) as engine:
         prompt = engine.tokenizer(PROMPT * 3)["input_ids"]
         assert greedy_ids(engine, prompt) == reference_greedy(ref, prompt, 32)
+
+
+def test_masked_fallback_path_matches(tiny_dirs, references, monkeypatch):
+    """Without torch's CPU flash op (other builds, other devices) chunks use a dense mask."""
+    import engine.layers.attention as attention
+    monkeypatch.setattr(attention, "_CPU_FLASH", None)
+    with Engine(model=str(tiny_dirs["qwen2"]), max_num_batched_tokens=7) as engine:
+        prompt = engine.tokenizer(PROMPT)["input_ids"]
+        assert greedy_ids(engine, prompt) == reference_greedy(references["qwen2"], prompt, 32)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_workspace_forward_matches_transformers(tiny_dirs, references, family):
+    """The GPU-path forward (preallocated workspace, sliced norms/RoPE/MLP) on the CPU."""
+    with Engine(model=str(tiny_dirs[family]), use_workspace=True, workspace_slice_tokens=5,
+                max_num_batched_tokens=16) as engine:
+        assert engine.stats()["memory"]["workspace_bytes"] > 0
+        prompt = engine.tokenizer(PROMPT)["input_ids"]
+        assert greedy_ids(engine, prompt) == reference_greedy(references[family], prompt, 32)

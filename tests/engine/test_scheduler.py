@@ -37,7 +37,8 @@ def test_decodes_are_scheduled_before_a_long_prefill(llama_dir):
         short = engine.submit(list(range(3, 10)), SamplingParams(max_tokens=30, temperature=0, ignore_eos=True))
         outs = engine.outputs(short)
         next(outs)                                 # the short request is now decoding
-        engine.generate([list(range(3, 400))], SamplingParams(max_tokens=1, temperature=0))
+        long = engine.generate([[3 + i % 300 for i in range(400)]], SamplingParams(max_tokens=1, temperature=0))[0]
+        assert long.outputs[0].finish_reason == "length"
         for _ in outs:
             pass
         mixed = [s for s in steps if len(s) == 2]
@@ -82,6 +83,8 @@ def test_prompt_longer_than_max_model_len_is_rejected_with_numbers(llama_dir):
         assert "100 tokens" in str(err.value) and "64" in str(err.value)
         with pytest.raises(RequestRejected):
             engine.submit([], SamplingParams())
+        with pytest.raises(RequestRejected, match="token ids must be in"):
+            engine.submit([1, 2, 10**6], SamplingParams())
         assert engine.stats()["num_waiting"] == 0
 
 
@@ -109,3 +112,21 @@ def test_metrics_are_filled(llama_dir):
         assert m.arrival_time <= m.first_scheduled_time <= m.first_token_time <= m.finished_time
         assert m.ttft > 0 and m.num_generated_tokens == 8 and m.decode_tokens_per_s > 0
         assert m.num_prompt_tokens == len(out.prompt_token_ids) and out.progress == 1.0
+
+
+def test_step_time_budget_shrinks_deep_chunks(llama_dir):
+    """With max_step_time, chunks get smaller as the prompt's cached context grows."""
+    from engine.step_cost import StepCostModel
+    model = StepCostModel(matmul_s_per_token=1e-4, attention_s_per_pair=1e-6, overhead_s=0.0)
+    assert model.max_chunk(0, 0.05) > model.max_chunk(400, 0.05) >= 1
+    assert abs(model.chunk_cost(0, model.max_chunk(0, 0.05)) - 0.05) < 0.002
+    with Engine(model=str(llama_dir), max_num_batched_tokens=256, max_step_time=0.05) as engine:
+        engine.scheduler.cost_model = model
+        steps = record_steps(engine)
+        out = engine.generate([[3 + i % 300 for i in range(447)]], SamplingParams(max_tokens=2, temperature=0))[0]
+        chunks = [n for s in steps for _, start, n in s if n > 1]
+        assert len(chunks) >= 3 and chunks[0] > chunks[-2]       # deeper chunks are smaller
+        assert sum(n for s in steps for _, _, n in s) >= 447
+        for s in steps:
+            assert sum(model.chunk_cost(start, n) for _, start, n in s) <= 0.05 + 1e-9
+        assert out.outputs[0].finish_reason == "length"

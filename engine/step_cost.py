@@ -1,0 +1,36 @@
+"""A time model for one step, so the scheduler can budget steps in seconds, not only tokens.
+
+A token budget alone cannot keep decodes smooth at deep contexts: a 2K-token chunk that
+attends to 128K cached keys costs far more than one at the start of a prompt. The cost of
+a prefill chunk of C tokens after S cached tokens is modelled as
+    C * matmul_s_per_token  +  C * (S + C/2) * attention_s_per_pair
+from the model's shape and the device's measured throughputs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass
+class StepCostModel:
+    matmul_s_per_token: float        # 2 * non-embedding params / matmul FLOP/s
+    attention_s_per_pair: float      # 4 * hidden * layers / attention FLOP/s
+    overhead_s: float = 0.003        # launches and bookkeeping per step
+
+    @classmethod
+    def for_model(cls, num_params: int, hidden: int, layers: int,
+                  matmul_flops: float, attention_flops: float) -> "StepCostModel":
+        return cls(2.0 * num_params / matmul_flops, 4.0 * hidden * layers / attention_flops)
+
+    def chunk_cost(self, start: int, tokens: int) -> float:
+        return tokens * self.matmul_s_per_token + tokens * (start + tokens / 2) * self.attention_s_per_pair
+
+    def max_chunk(self, start: int, seconds: float) -> int:
+        """Largest chunk at context depth `start` that fits in `seconds` (at least 1)."""
+        if seconds <= 0:
+            return 1
+        a = self.attention_s_per_pair / 2
+        b = self.matmul_s_per_token + start * self.attention_s_per_pair
+        tokens = (-b + math.sqrt(b * b + 4 * a * seconds)) / (2 * a) if a > 0 else seconds / b
+        return max(1, int(tokens))

@@ -1,0 +1,72 @@
+"""GPU backend vs transformers and vs our CPU reference — runs only where CUDA exists."""
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU here: the GPU backend is checked on the device machine "
+                "(see bench/results/gpu-tests-*.txt); its logic is checked on the CPU by "
+                "test_gpu_backend_logic.py", allow_module_level=True)
+
+from engine import Engine, SamplingParams  # noqa: E402
+
+from .tiny_models import reference_greedy  # noqa: E402
+
+PROMPT = "The quick brown fox jumps over the lazy dog. Paris is the capital of"
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3"])
+@pytest.mark.parametrize("graphs", [False, True])
+def test_gpu_float32_greedy_matches_transformers(tiny_dirs, references, family, graphs):
+    params = SamplingParams(max_tokens=24, temperature=0, ignore_eos=True)
+    with Engine(model=str(tiny_dirs[family]), device="cuda", dtype="float32", block_size=4,
+                max_num_batched_tokens=16, workspace_slice_tokens=6, cuda_graphs=graphs,
+                max_num_seqs=8) as engine:
+        assert engine.runner.attention.name == "cuda"
+        assert (engine.runner.graphs is not None) == graphs
+        texts = [PROMPT, "def main():\n    print('hello')", "Berlin is"]
+        prompts = [engine.tokenizer(t)["input_ids"] for t in texts]
+        outs = engine.generate(prompts, params)
+        for prompt, out in zip(prompts, outs):
+            assert out.outputs[0].token_ids == reference_greedy(references[family], prompt, 24)
+        follow = prompts[0] + outs[0].outputs[0].token_ids + prompts[1][:5]
+        again = engine.generate([follow], params)[0]
+        assert again.num_cached_tokens > 0
+        assert again.outputs[0].token_ids == reference_greedy(references[family], follow, 24)
+        stats = engine.stats()
+        assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
+
+
+def test_gpu_bf16_logits_close_to_reference_backend(tmp_path):
+    """bf16 on the GPU: the fast backend agrees with the exact torch backend on one device."""
+    from .tiny_models import save_tiny_model
+    path = save_tiny_model(tmp_path / "m", "qwen2", seed=11, hidden_size=256, intermediate_size=512,
+                           num_attention_heads=8, num_key_value_heads=2, num_hidden_layers=3,
+                           max_position_embeddings=4096)
+    prompt = list(range(5, 300)) * 6
+    logprobs = {}
+    for backend in ("torch", "cuda"):
+        with Engine(model=str(path), device="cuda", dtype="bfloat16", attention_backend=backend,
+                    use_workspace=backend == "cuda", max_num_batched_tokens=512) as engine:
+            vocab = engine.hf_config.vocab_size
+            out = engine.generate([prompt], SamplingParams(max_tokens=3, temperature=0, logprobs=vocab,
+                                                           ignore_eos=True))[0]
+            logprobs[backend] = torch.tensor([[lp[t].logprob for t in range(vocab)]
+                                              for lp in out.outputs[0].logprobs])
+    rel = (logprobs["cuda"] - logprobs["torch"]).norm() / logprobs["torch"].norm()
+    assert rel < 2e-2, rel
+
+
+def test_decode_steps_allocate_nothing_new():
+    """Steady-state decode makes no new device allocations (CUDA graphs + workspace)."""
+    import tempfile
+    from pathlib import Path
+    from .tiny_models import save_tiny_model
+    path = save_tiny_model(Path(tempfile.mkdtemp()) / "m", "llama", seed=2)
+    with Engine(model=str(path), device="cuda", dtype="bfloat16", max_num_seqs=4) as engine:
+        params = SamplingParams(max_tokens=64, temperature=0, ignore_eos=True)
+        engine.generate([list(range(5, 40))] * 2, params)            # warm every code path
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_stats()["segment.all.allocated"]
+        engine.generate([list(range(7, 42)), list(range(9, 44))], params)
+        torch.cuda.synchronize()
+        assert torch.cuda.memory_stats()["segment.all.allocated"] == before

@@ -1,0 +1,51 @@
+"""The GPU attention backend's logic, run on the CPU.
+
+Triton's interpreter (TRITON_INTERPRET=1) executes the paged-decode kernel on CPU tensors and
+the prefill path uses its exact "math" kernel, so sub-chunked prefill, cache-run views, GQA
+folding, log-sum-exp merges and batched split-K decode are all checked against transformers
+here. On a GPU host the real kernels are checked by test_gpu_backend.py instead.
+"""
+import os
+import sys
+
+import pytest
+import torch
+
+if torch.cuda.is_available():
+    pytest.skip("GPU present: test_gpu_backend.py checks the compiled kernels", allow_module_level=True)
+if "engine.layers.triton_decode" not in sys.modules:
+    os.environ["TRITON_INTERPRET"] = "1"        # must be set before the kernel module is imported
+pytest.importorskip("triton", reason="Triton is not installed (pip install triton)")
+
+from engine import Engine, SamplingParams  # noqa: E402
+from engine.layers.gpu_attention import block_runs  # noqa: E402
+
+from .tiny_models import reference_greedy  # noqa: E402
+
+PROMPTS = ["The quick brown fox jumps over the lazy dog. Paris is the capital of",
+           "def main():\n    print('hello world')\n    return 0\n",
+           "Prefill reads the prompt; decode writes the answer"]
+
+
+def test_block_runs_merge_consecutive_blocks():
+    assert block_runs([3, 4, 5, 9, 10, 2], 0, 22, 4) == [(12, 12), (36, 8), (8, 2)]
+    assert block_runs([3, 4, 5], 6, 10, 4) == [(18, 4)]
+    assert block_runs([7], 0, 3, 4) == [(28, 3)]
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_cuda_backend_logic_matches_transformers(tiny_dirs, references, family):
+    params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
+    with Engine(model=str(tiny_dirs[family]), attention_backend="cuda", use_workspace=True,
+                workspace_slice_tokens=6, block_size=4, max_num_batched_tokens=16) as engine:
+        prompts = [engine.tokenizer(p)["input_ids"] for p in PROMPTS]
+        expected = [reference_greedy(references[family], p, 12) for p in prompts]
+        outs = engine.generate(prompts, params)             # batched decode, chunked prefill
+        assert [o.outputs[0].token_ids for o in outs] == expected
+        # A prefix hit: the new request's blocks are not consecutive with the cached ones.
+        follow = prompts[0] + outs[0].outputs[0].token_ids + prompts[1][:7]
+        again = engine.generate([follow], params)[0]
+        assert again.num_cached_tokens > 0
+        assert again.outputs[0].token_ids == reference_greedy(references[family], follow, 12)
+        stats = engine.stats()
+        assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
