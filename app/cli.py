@@ -47,6 +47,8 @@ def parse_options(argv: Optional[List[str]] = None, environ=None) -> Tuple[AppOp
         print(f"note: {choice.message}", file=sys.stderr)
     if args.max_file_mb <= 0:
         parser.error("--max-file-mb must be positive")
+    if args.max_tokens < 1:
+        parser.error("--max-tokens must be at least 1")
     if not 0 < args.port < 65536:
         parser.error("--port must be between 1 and 65535")
     return AppOptions(model=args.model, device=choice.device, requested_devices=choice.requested,

@@ -23,9 +23,10 @@ import numpy as np
 
 log = logging.getLogger("longread.forecast")
 
-# Prior: SmolLM2-135M, float32, 2 CPU cores, 512-token steps (measured: 512 tokens 2.0 s,
-# 2048 tokens 12.2 s). Deliberately on the slow side for anything bigger or faster.
-PRIOR = (0.05, 3.2, 1.4)          # (c seconds, a seconds per 1K tokens, b seconds per 1M pairs)
+# Prior: SmolLM2-135M, float32, 2 CPU cores, 512-token steps (measured: 512 tokens 1.3 s,
+# 2048 tokens 6.3 s, 2800 tokens 10.7 s), rounded towards slower. Only a seed: start-up
+# calibration and every answered request refit it to the machine at hand.
+PRIOR = (0.05, 2.6, 0.5)          # (c seconds, a seconds per 1K tokens, b seconds per 1M pairs)
 PRIOR_POINTS = (256, 2048)        # prompt sizes of the prior's pseudo-samples
 PRIOR_WEIGHT = 0.5                # each pseudo-sample counts as half a real measurement
 MAX_SAMPLES = 64

@@ -110,11 +110,12 @@ class Handlers:
         sample = self.history.latest_sample()
         samples = self.history.samples(CHART_WINDOW_S)
         version = self.history.records_version
-        if seen_version == version:
-            ttft, accuracy = gr.skip(), gr.skip()
-        else:
-            records = self.history.records()
-            ttft, accuracy = ttft_plot_update(records), accuracy_table(records)
+        records = self.history.records()
+        # The TTFT plot is re-sent every tick: Gradio 6.31's plot draws the value it had before
+        # the latest update when the update also changes props (sort, y_lim), so a single
+        # update per new request would leave it one request behind.
+        ttft = ttft_plot_update(records)
+        accuracy = gr.skip() if seen_version == version else accuracy_table(records)
         return (status_line(sample), charts.plot_value(charts.memory_frame(sample)),
                 charts.plot_value(charts.host_frame(samples)),
                 charts.plot_value(charts.kv_frame(samples)), ttft, accuracy, version)

@@ -26,13 +26,15 @@ def forecast_text(plan: Plan) -> str:
     if f is None or not plan.num_tokens:
         return ""
     basis = "prior estimate" if f.num_samples == 0 else f"fitted to {f.num_samples} measured prefills"
-    if f.cached_tokens:
+    if f.is_warm:
         return (f"Forecast TTFT <b>~{fmt_seconds(f.warm_seconds)}</b> "
-                f"<span class='lr-badge lr-warm'>cache holds {f.cached_tokens:,} of "
-                f"{f.num_tokens:,}</span> · cold would be ~{fmt_seconds(f.cold_seconds)} "
+                f"<span class='lr-badge lr-warm'>WARM</span> the cache holds {f.cached_tokens:,} "
+                f"of {f.num_tokens:,} tokens · cold would be ~{fmt_seconds(f.cold_seconds)} "
                 f"<span class='lr-muted'>({basis})</span>")
-    return (f"Forecast TTFT <b>~{fmt_seconds(f.cold_seconds)}</b> "
-            f"<span class='lr-badge lr-cold'>cold: nothing cached</span> "
+    cached = (f"only {f.cached_tokens:,} of {f.num_tokens:,} tokens cached" if f.cached_tokens
+              else "nothing cached")
+    return (f"Forecast TTFT <b>~{fmt_seconds(f.expected_seconds)}</b> "
+            f"<span class='lr-badge lr-cold'>COLD</span> {cached} "
             f"<span class='lr-muted'>({basis}; follow-ups on the same document will be warm)</span>")
 
 

@@ -76,7 +76,8 @@ def build_ui(service: ChatService, history: MetricsHistory, options: AppOptions)
                     new_chat = gr.Button("+ New chat", size="sm", variant="secondary",
                                          elem_id="lr-new-chat", scale=0)
                     with gr.Accordion("Answer settings", open=False, elem_id="lr-settings"):
-                        max_tokens = gr.Slider(16, 2048, value=options.default_max_new_tokens,
+                        default = options.default_max_new_tokens
+                        max_tokens = gr.Slider(min(16, default), max(2048, default), value=default,
                                                step=16, label="Max answer tokens",
                                                elem_id="lr-max-tokens")
                         temperature = gr.Slider(0.0, 1.5, value=0.0, step=0.05,

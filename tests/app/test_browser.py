@@ -1,6 +1,7 @@
 """In a real browser (Playwright + Debian's chromium): log in, upload a code archive, watch the
 prefill progress, get the answer, check TTFT, cache badge and live charts; a follow-up on the
-same document is warm; Stop in the middle of a prefill frees the engine.
+same document is warm; an example fills the box; New chat clears; Stop in the middle of a
+prefill frees the engine.
 
 Without /usr/bin/chromium the test is skipped with the reason, except under CI=true, where it
 fails. LONGREAD_SCREENSHOT=path also saves the screenshot there (assets/screenshot.png)."""
@@ -65,6 +66,19 @@ def send_and_wait(page, text, files=(), expect_progress=False):
         timeout=ANSWER_TIMEOUT_MS)
 
 
+def wait_for_ttft_points(page, labels):
+    """The TTFT chart has these requests on its x axis and a point per measurement and forecast
+    (legend symbols live outside the plot's 'marks' group)."""
+    page.wait_for_function(
+        """(labels) => {
+             const texts = Array.from(document.querySelectorAll(
+                 '#lr-ttft-plot g.role-axis-label text')).map(t => t.textContent);
+             const points = document.querySelectorAll(
+                 '#lr-ttft-plot g.mark-symbol.role-mark:not(.role-legend-symbol) path');
+             return labels.every(l => texts.includes(l)) && points.length >= 2 * labels.length; }""",
+        arg=labels, timeout=30_000)
+
+
 def marks(page, plot_id, mark_class):
     return page.locator(f"#{plot_id} g.{mark_class} path")
 
@@ -83,8 +97,7 @@ def test_upload_answer_charts_warm_follow_up_and_stop(browser, app_server, tmp_p
     # Charts are drawn and keep updating (the sampler adds a point every second).
     page.wait_for_function("() => document.querySelectorAll('#lr-mem-plot g.mark-rect path').length >= 3",
                            timeout=30_000)
-    page.wait_for_function("() => document.querySelectorAll('#lr-ttft-plot g.mark-symbol path').length >= 2",
-                           timeout=30_000)
+    wait_for_ttft_points(page, ["#1"])
     host_line = marks(page, "lr-host-plot", "mark-line").first
     before = host_line.get_attribute("d")
     page.wait_for_function(
@@ -96,22 +109,36 @@ def test_upload_answer_charts_warm_follow_up_and_stop(browser, app_server, tmp_p
     assert page.locator("#lr-cache-badge").get_attribute("data-state") == "warm"
     warm_ttft = float(page.locator("#lr-ttft").get_attribute("data-seconds"))
     assert 0 < warm_ttft < cold_ttft
-    page.wait_for_function("() => document.querySelectorAll('#lr-ttft-plot g.mark-symbol path').length >= 4",
-                           timeout=30_000)
+    wait_for_ttft_points(page, ["#1", "#2"])
     time.sleep(1.5)                                                   # let the charts settle
     shot = tmp_path / "screenshot.png"
     page.screenshot(path=str(shot), full_page=True)
     if os.environ.get("LONGREAD_SCREENSHOT"):
         shutil.copy(shot, os.environ["LONGREAD_SCREENSHOT"])
 
-    # Stop during a cold prefill: the request is aborted in the engine, the chat says so.
-    page.set_input_files("#lr-input input[type=file]", [str(ASSETS / "sample_report.pdf")])
+    # A one-click example fills the box; the pre-send check counts it and forecasts the wait.
+    page.get_by_text("PDF · 11-page annual report").click()
+    page.wait_for_function("() => (document.querySelector('#lr-token-count')?.dataset.tokens|0) > 2500",
+                           timeout=60_000)
+    page.wait_for_selector("#lr-precheck >> text=Forecast TTFT", timeout=30_000)
+    page.get_by_role("button", name="+ New chat").click()
+    page.wait_for_function("() => !document.querySelector('#lr-chat').innerText.includes('ledger')",
+                           timeout=15_000)
+
+    # Stop during a cold prefill of a document nobody sent before: the request is aborted in
+    # the engine (its status line drops to 0 running) and the chat says so.
+    unique = tmp_path / "minutes.md"
+    unique.write_text(f"# Minutes {time.time()}\n\n" + "The committee discussed the budget, "
+                      "the harbour lights and the ferry timetable at length. " * 220)
+    page.set_input_files("#lr-input input[type=file]", [str(unique)])
     page.wait_for_function("() => (document.querySelector('#lr-token-count')?.dataset.tokens|0) > 3000",
                            timeout=60_000)
-    page.locator("#lr-input textarea").fill(f"Summarize the report. ({time.time()})")
+    page.locator("#lr-input textarea").fill("Summarize the minutes.")
     page.locator("#lr-input textarea").press("Enter")
     page.wait_for_selector("#lr-progress", timeout=60_000)
+    page.wait_for_selector("#lr-status >> text=1 running", timeout=30_000)
     page.locator("#lr-input button.stop-button").click()
     page.wait_for_selector("#lr-chat >> text=Stopped", timeout=30_000)
     page.wait_for_selector("#lr-status >> text=0 running, 0 waiting", timeout=30_000)
+    assert page.locator("#lr-input textarea").is_editable()
     page.close()

@@ -34,7 +34,9 @@ def test_pdf_question_streams_an_answer_then_a_warm_follow_up(client):
     assert record["prompt_tokens"] > 2000 and record["cache_state"] == "cold"
     assert record["ttft"] > 0 and record["prefill_time"] > 0 and record["queue_time"] >= 0
     assert record["decode_tokens_per_s"] > 0 and record["forecast_ttft"] > 0
-    assert report["forecast"]["cold"] == report["forecast"]["expected"]
+    forecast = report["forecast"]           # at most a shared system prompt is cached
+    assert forecast["cached_tokens"] < 0.1 * record["prompt_tokens"]
+    assert 0.9 * forecast["cold"] <= forecast["expected"] <= forecast["cold"]
 
     answer2, report2 = client.predict({"text": "Who is the chief executive?", "files": []},
                                       False, 24, 0.0, api_name="/ask")
