@@ -103,7 +103,7 @@ class Handlers:
 
     def new_chat(self, conversation: Conversation):
         self.service.new_chat(conversation)
-        return [], idle_textbox(), precheck_html(None), gr.Checkbox(value=False, visible=False)
+        return [], idle_textbox()
 
     # --- the once-a-second refresh -----------------------------------------------------------
     def tick(self, seen_version: Optional[int]):

@@ -122,9 +122,12 @@ def build_ui(service: ChatService, history: MetricsHistory, options: AppOptions)
                        [textbox], show_progress="hidden", api_visibility="private", queue=False)
         textbox.stop(handlers.stop, [conversation], [chatbot, card, textbox], cancels=[answering],
                      show_progress="hidden", api_visibility="private", queue=False)
-        new_chat.click(handlers.new_chat, [conversation], [chatbot, textbox, precheck, truncate],
+        # A new chat keeps the unsent draft and re-checks it against the now empty conversation.
+        new_chat.click(handlers.new_chat, [conversation], [chatbot, textbox],
                        cancels=[answering], show_progress="hidden", api_name="new_chat",
-                       queue=False)
+                       queue=False).then(
+            handlers.preview, [textbox, conversation, truncate, max_tokens], [precheck, truncate],
+            show_progress="hidden", api_visibility="private")
         timer.tick(handlers.tick, [seen_version],
                    [status, mem_plot, host_plot, kv_plot, ttft_plot, accuracy, seen_version],
                    show_progress="hidden", api_visibility="private", queue=False)

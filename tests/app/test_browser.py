@@ -121,9 +121,16 @@ def test_upload_answer_charts_warm_follow_up_and_stop(browser, app_server, tmp_p
     page.wait_for_function("() => (document.querySelector('#lr-token-count')?.dataset.tokens|0) > 2500",
                            timeout=60_000)
     page.wait_for_selector("#lr-precheck >> text=Forecast TTFT", timeout=30_000)
+    with_history = int(page.locator("#lr-token-count").get_attribute("data-tokens"))
     page.get_by_role("button", name="+ New chat").click()
     page.wait_for_function("() => !document.querySelector('#lr-chat').innerText.includes('ledger')",
                            timeout=15_000)
+    # The unsent draft (the example's PDF) is kept and re-checked against the empty chat.
+    page.wait_for_function(
+        "(before) => { const n = document.querySelector('#lr-token-count')?.dataset.tokens|0;"
+        " return n > 2500 && n < before - 1000; }", arg=with_history, timeout=30_000)
+    page.reload()                                     # a fresh session with an empty box
+    page.wait_for_selector("#lr-input textarea", timeout=60_000)
 
     # Stop during a cold prefill of a document nobody sent before: the request is aborted in
     # the engine (its status line drops to 0 running) and the chat says so.
