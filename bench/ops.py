@@ -32,7 +32,7 @@ def timeit(fn, device, reps=20):
 
 
 def rel_err(out, ref):
-    out, ref = out.float(), ref.float()
+    out, ref = out.float().cpu(), ref.float().cpu()
     return float((out - ref).norm() / ref.norm().clamp_min(1e-12))
 
 
@@ -85,7 +85,8 @@ def case(name, args, dev, dtype):
         meta = AttentionMetadata([i * n for i in range(B)], [n] * B, [C - n] * B, slots, tables, bs)
         if dev.type == "cuda":
             from engine.layers.gpu_attention import CudaAttention
-            backend = CudaAttention(H, KVH, D, D ** -0.5, dev, dtype, query_slice=args.slice)
+            backend = CudaAttention(H, KVH, D, D ** -0.5, dev, dtype, query_slice=args.slice,
+                                    kernel=args.kernel)
         else:
             from engine.layers.attention import TorchAttention
             backend = TorchAttention(H, KVH, D, D ** -0.5)
@@ -132,6 +133,7 @@ def main(argv=None):
     p.add_argument("--kv-heads", type=int, default=4)
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--vocab", type=int, default=152064)
+    p.add_argument("--kernel", default=None, help="GPU prefill kernel: cudnn, flash, efficient, math")
     p.add_argument("--out-dir", default=None)
     args = p.parse_args(argv)
     dev = torch.device(args.device)
@@ -142,7 +144,7 @@ def main(argv=None):
     rows = []
     for name in OPS if args.op == "all" else [args.op]:
         ours, ref, work = case(name, args, dev, dtype)
-        err = rel_err(ours(), ref().to(dev))
+        err = rel_err(ours(), ref())
         seconds = timeit(ours, args.device)
         unit = "TF/s" if name in ("mlp", "attention_prefill", "attention_decode") else "GB/s"
         rate = work / seconds / (1e12 if unit == "TF/s" else 1e9)

@@ -31,6 +31,15 @@ class EngineConfig:
     # (bf16 matmul ~700 TF/s, attention ~500 TF/s), rough CPU figures otherwise.
     matmul_flops: Optional[float] = None
     attention_flops: Optional[float] = None
+    # Vision-language models only. An image occupies image_token_count tokens (its merged
+    # patches plus its start/end separators; engine/multimodal.py); one above max_image_tokens
+    # is refused at submission. None = the largest image max_pixels allows.
+    max_image_tokens: Optional[int] = None
+    # The vision pool (encoder outputs), separate from the KV cache; in tokens. Must hold at
+    # least max_image_tokens. None = room for 4 images of max_image_tokens.
+    vision_cache_tokens: Optional[int] = None
+    min_pixels: Optional[int] = None     # override the model's image resize bounds (pixels)
+    max_pixels: Optional[int] = None
 
 
 @dataclass

@@ -87,18 +87,19 @@ class DecodeGraphs:
         for c in chunks:
             req = c.request
             ids.append(req.token_slice(c.start, c.end)[0])
-            positions.append(c.start)
+            positions.append(c.start + req.mrope_delta)   # M-RoPE: generated tokens shift (0 for text)
             slots.append(req.block_ids[c.start // bs] * bs + c.start % bs)
             lens.append(c.start + 1)
             width = max(width, len(req.block_ids))
-        table = torch.zeros(batch, width, dtype=torch.int32)
-        for row, c in enumerate(chunks):
-            table[row, :len(c.request.block_ids)] = torch.tensor(c.request.block_ids, dtype=torch.int32)
+        table = torch.tensor([c.request.block_ids + [0] * (width - len(c.request.block_ids)) for c in chunks],
+                             dtype=torch.int32)
         dev = self.runner.device
-        self.input_ids[:batch].copy_(torch.tensor(ids), non_blocking=True)
-        self.positions[:batch].copy_(torch.tensor(positions), non_blocking=True)
-        self.slots[:batch].copy_(torch.tensor(slots), non_blocking=True)
-        self.lens[:batch].copy_(torch.tensor(lens, dtype=torch.int32), non_blocking=True)
+        # One host tensor, one copy: ids, positions, slots and lengths side by side.
+        packed = torch.tensor([ids, positions, slots, lens], dtype=torch.long).to(dev, non_blocking=True)
+        self.input_ids[:batch].copy_(packed[0])
+        self.positions[:batch].copy_(packed[1])
+        self.slots[:batch].copy_(packed[2])
+        self.lens[:batch].copy_(packed[3])
         self.tables[:batch, :width].copy_(table.to(dev, non_blocking=True))
         self._reset_padding(batch)
         self.graphs[bucket].replay()

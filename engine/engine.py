@@ -3,6 +3,10 @@
     engine = Engine(EngineConfig(model=None))
     outs = engine.generate(["text", [1, 2, 3]], SamplingParams(max_tokens=64, temperature=0.0))
     for out in engine.stream(messages, params): ...
+
+Vision models also take images: message parts {"type": "image", "image": PIL.Image | path},
+or {"prompt": "...<|vision_start|><|image_pad|><|vision_end|>...",
+    "multi_modal_data": {"image": [images]}}.
 """
 from __future__ import annotations
 
@@ -10,17 +14,18 @@ import itertools
 import logging
 import threading
 import time
-from typing import Iterator, List, Optional, Sequence, Union
+from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from .config import EngineConfig, SamplingParams
 from .errors import EngineDeadError, PromptTooLongError, RequestRejected
-from .kv_cache import KVCacheManager, hash_block
+from .kv_cache import KVCacheManager
 from .model_setup import ModelSource, build_model_and_runner
 from .output_processor import RequestStream
 from .outputs import RequestOutput
-from .request import Request, RequestStatus
+from .prompt_inputs import is_messages, parse_prompt
+from .request import MultiModalItem, Request, RequestStatus
 from .scheduler import Scheduler
 
 log = logging.getLogger("longread.engine")
@@ -42,9 +47,11 @@ class Engine:
         self.device, self.dtype = setup.device, setup.dtype
         self.max_model_len, self.eos_token_ids = setup.max_model_len, setup.eos_token_ids
         self.runner, self.memory = setup.runner, setup.memory
+        self.vision = setup.vision    # VisionSupport (vision models) or None
         self.kv = KVCacheManager(setup.num_blocks, config.block_size, config.enable_prefix_caching)
         self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs,
-                                   setup.cost_model, config.max_step_time)
+                                   setup.cost_model, config.max_step_time,
+                                   vision=self.vision.cache if self.vision else None)
         self._streams: dict = {}      # live requests (engine loop side)
         self._handles: dict = {}      # request id -> stream until its caller has read the end
         self._new: List[RequestStream] = []
@@ -72,39 +79,41 @@ class Engine:
             raise RequestRejected("this model has no chat template; use generate() with a plain prompt")
         return self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
 
+    def _parse(self, prompt: Prompt) -> Tuple[Optional[str], List[int], List[MultiModalItem]]:
+        """(text, token ids with each image's placeholder expanded, image items) of any prompt."""
+        parsed = parse_prompt(prompt, self.tokenizer, self.apply_chat_template,
+                              keep_image_parts=self.vision is not None)
+        if self.vision is None:
+            if parsed.images:
+                raise RequestRejected(
+                    f"{self.model_name} does not accept images: it has no vision tower. Remove the "
+                    f"image, or start the engine with a vision-language model (model='demo-vl', "
+                    f"or a Qwen2-VL / Qwen2.5-VL directory)")
+            return parsed.text, parsed.token_ids, []
+        token_ids, items = self.vision.expand(parsed.token_ids, parsed.images)
+        return parsed.text, token_ids, items
+
     def tokenize(self, prompt: Prompt) -> tuple:
-        """(text or None, token ids) for a string, a token list, a prompt dict or messages."""
-        if isinstance(prompt, dict):
-            if "prompt_token_ids" in prompt:
-                return prompt.get("prompt"), list(prompt["prompt_token_ids"])
-            prompt = prompt["prompt"]
-        if isinstance(prompt, str):
-            return prompt, self.tokenizer(prompt)["input_ids"]
-        if _is_messages(prompt):
-            text = self.apply_chat_template(prompt)
-            return text, self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return None, [int(t) for t in prompt]
+        """(text or None, token ids) for a string, a token list, a prompt dict or messages.
+        Each image counts its exact tokens (placeholders and separators)."""
+        text, token_ids, _ = self._parse(prompt)
+        return text, token_ids
 
     def count_tokens(self, prompt: Prompt) -> int:
         return len(self.tokenize(prompt)[1])
 
-    def cached_prefix_tokens(self, token_ids: Sequence[int]) -> int:
-        """How many leading tokens of this prompt the prefix cache holds right now (a peek)."""
-        if not self.config.enable_prefix_caching:
-            return 0
-        bs, parent, hits = self.config.block_size, None, 0
-        for i in range((len(token_ids) - 1) // bs):
-            parent = hash_block(parent, token_ids[i * bs:(i + 1) * bs], ())
-            if self.kv.pool.lookup(parent) is None:
-                break
-            hits += bs
-        return hits
+    def cached_prefix_tokens(self, prompt: Prompt) -> int:
+        """How many leading tokens of this prompt (token ids or any prompt form, images
+        included) the prefix cache holds right now (a peek; counts nothing)."""
+        _, token_ids, items = self._parse(prompt)
+        probe = Request("probe", token_ids, SamplingParams(), mm_items=items)
+        return len(self.kv.find_cached_prefix(probe)) * self.config.block_size
 
     # --- submission ----------------------------------------------------------------------
     def _check(self, token_ids: List[int]) -> None:
         if not token_ids:
             raise RequestRejected("the prompt is empty")
-        vocab = self.hf_config.vocab_size
+        vocab = self.hf_config.get_text_config().vocab_size
         if min(token_ids) < 0 or max(token_ids) >= vocab:
             raise RequestRejected(f"prompt token ids must be in [0, {vocab}); got {min(token_ids)}..{max(token_ids)}")
         if len(token_ids) >= self.max_model_len:
@@ -122,10 +131,15 @@ class Engine:
         if self._stopped:
             raise EngineDeadError("engine is shut down") from self._fatal
         params = params or SamplingParams()
-        text, token_ids = self.tokenize(prompt)
+        text, token_ids, items = self._parse(prompt)
+        if items:
+            self.vision.check(items, self.max_model_len, self.kv.num_blocks * self.config.block_size)
         self._check(token_ids)
         request_id = request_id or f"req-{next(self._ids)}"
-        request = Request(request_id, token_ids, params, prompt=text, eos_token_ids=self.eos_token_ids)
+        request = Request(request_id, token_ids, params, prompt=text, mm_items=items,
+                          eos_token_ids=self.eos_token_ids)
+        if items:
+            self.vision.attach(request)
         stream = RequestStream(request, self.tokenizer, self.max_model_len)
         with self._cv:
             if request_id in self._streams:
@@ -163,7 +177,7 @@ class Engine:
 
     def generate(self, prompts: Union[Prompt, Sequence[Prompt]],
                  params: Union[None, SamplingParams, Sequence[SamplingParams]] = None) -> List[RequestOutput]:
-        if isinstance(prompts, (str, dict)) or _is_messages(prompts) or (prompts and isinstance(prompts[0], int)):
+        if isinstance(prompts, (str, dict)) or is_messages(prompts) or (prompts and isinstance(prompts[0], int)):
             prompts = [prompts]
         param_list = params if isinstance(params, (list, tuple)) else [params] * len(prompts)
         ids = [self.submit(p, sp) for p, sp in zip(prompts, param_list)]
@@ -177,7 +191,7 @@ class Engine:
 
     def chat(self, messages, params: Optional[SamplingParams] = None) -> List[RequestOutput]:
         """One conversation (list of messages) or several (list of lists)."""
-        conversations = [messages] if _is_messages(messages) else list(messages)
+        conversations = [messages] if is_messages(messages) else list(messages)
         return self.generate(conversations, params)
 
     # --- engine loop ---------------------------------------------------------------------
@@ -248,6 +262,7 @@ class Engine:
             req = chunk.request
             stream = self._streams[req.request_id]
             req.num_computed_tokens = chunk.end
+            self.scheduler.release_consumed(req)     # image rows now in the KV cache are freed
             req.metrics.num_computed_prompt_tokens = max(req.metrics.num_computed_prompt_tokens,
                                                          min(chunk.end, req.num_prompt_tokens))
             self.kv.cache_computed_blocks(req)
@@ -277,6 +292,7 @@ class Engine:
             "dtype": str(self.dtype).replace("torch.", ""),
             "memory": dict(self.memory),
             "alive": not self._stopped,
+            **(self.vision.stats() if self.vision else {}),
         }
 
     def shutdown(self) -> None:
@@ -292,6 +308,3 @@ class Engine:
     def __exit__(self, *exc):
         self.shutdown()
 
-
-def _is_messages(obj) -> bool:
-    return isinstance(obj, (list, tuple)) and bool(obj) and isinstance(obj[0], dict) and "role" in obj[0]

@@ -14,3 +14,12 @@ class PromptTooLongError(RequestRejected):
 
 class EngineDeadError(RuntimeError):
     """The engine loop stopped (shutdown or a fatal error)."""
+
+
+class ImageTooLargeError(RequestRejected):
+    """One image can never be served under the current settings (refused before device work)."""
+
+    def __init__(self, image: str, num_tokens: int, limit: int, setting: str, fix: str):
+        self.image, self.num_tokens, self.limit, self.setting = image, num_tokens, limit, setting
+        super().__init__(f"{image} needs {num_tokens} tokens (its placeholders plus its start and end "
+                         f"separators) but the limit is {limit} ({setting}); {fix}")

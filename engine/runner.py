@@ -34,6 +34,7 @@ class ModelRunner:
         self.attention = attention
         self.workspace = workspace
         self.graphs = None
+        self.multimodal = None          # vision models: a VisionInputs (vision_inputs.py)
 
     def enable_cuda_graphs(self, max_batch: int, max_model_len: int) -> None:
         from .cuda_graphs import DecodeGraphs
@@ -73,8 +74,12 @@ class ModelRunner:
         meta = AttentionMetadata(query_starts, query_lens, context_starts,
                                  torch.cat(slots).to(dev, non_blocking=True), tables, bs)
         self.attention.prepare(meta, dev)
-        cos, sin = self.rope.gather(positions_t)
-        step = StepContext(positions_t, cos, sin, meta, self.attention, self.kv_caches)
+        image_embeds = None
+        if self.multimodal is None:
+            cos, sin = self.rope.gather(positions_t)
+        else:      # encodes images due this step; 3-axis rotary rows; image rows of the batch
+            cos, sin, image_embeds = self.multimodal.prepare(chunks)
+        step = StepContext(positions_t, cos, sin, meta, self.attention, self.kv_caches, image_embeds)
         return torch.tensor(ids, dtype=torch.long).to(dev, non_blocking=True), step, sample_rows
 
     @torch.inference_mode()

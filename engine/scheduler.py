@@ -3,6 +3,9 @@
 There are no prefill/decode phases: every request's num_computed_tokens catches up to its
 num_tokens, a chunk at a time. Decodes are scheduled before any prefill chunk so a long
 prompt never stalls users who are already reading an answer.
+
+With a vision model, a chunk that reaches an image also needs the image's rows in the vision
+pool; vision_schedule.py shapes such chunks and argues why this cannot deadlock.
 """
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ from typing import Dict, List, Optional
 
 from .kv_cache import KVCacheManager
 from .request import Request, RequestStatus
+from .vision_cache import VisionCache
+from .vision_schedule import ImagePlan, plan_images, reserve_images
 
 
 @dataclass
@@ -46,8 +51,11 @@ class SchedulerOutput:
 
 class Scheduler:
     def __init__(self, kv: KVCacheManager, max_num_batched_tokens: int, max_num_seqs: int,
-                 cost_model=None, max_step_time: Optional[float] = None):
+                 cost_model=None, max_step_time: Optional[float] = None,
+                 vision: Optional[VisionCache] = None):
         self.kv = kv
+        self.vision = vision                 # the vision pool (vision models only)
+        self._vision_open = True             # may a request still take new vision rows this step
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_num_seqs = max_num_seqs
         # Optional time budget per step: prefill chunks shrink so a step's estimated cost
@@ -72,7 +80,18 @@ class Scheduler:
             self.running.remove(request)
         elif request in self.waiting:
             self.waiting.remove(request)
+        self._free(request)
+
+    def _free(self, request: Request) -> None:
+        """Return both resources a request may hold: KV blocks and vision rows."""
         self.kv.free(request)
+        if self.vision is not None:
+            self.vision.release_request(request)
+
+    def release_consumed(self, request: Request) -> None:
+        """After a step: free the vision rows of images whose positions are all in the KV cache."""
+        if self.vision is not None:
+            self.vision.release_computed(request)
 
     def _preempt(self, victim: Request, out: SchedulerOutput, scheduled: Dict[int, ScheduledChunk]) -> int:
         """Recompute-style preemption: free all blocks, re-queue at the front. Returns tokens freed."""
@@ -82,7 +101,7 @@ class Scheduler:
         if chunk is not None:
             out.chunks.remove(chunk)
             freed = chunk.num_tokens
-        self.kv.free(victim)
+        self._free(victim)
         victim.num_computed_tokens = 0
         victim.status = RequestStatus.PREEMPTED
         victim.metrics.num_preemptions += 1
@@ -100,34 +119,51 @@ class Scheduler:
         self._time_left -= self.cost_model.chunk_cost(start, num_new)
         return num_new
 
+    def _plan(self, request: Request, num_new: int) -> ImagePlan:
+        """The chunk's length and KV need once the request's images are accounted for."""
+        if self.vision is None or not request.mm_items:
+            return ImagePlan(num_new, num_new)
+        plan = plan_images(self.vision, request, num_new, self._vision_open)
+        if plan.blocked:
+            self._vision_open = False            # first come, first served for vision rows
+        return plan
+
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput()
         budget = self.max_num_batched_tokens
         scheduled: Dict[int, ScheduledChunk] = {}
+        self._vision_open = True
         if self.max_step_time is not None and self.cost_model is not None:
             decode_cost = sum(self.cost_model.chunk_cost(r.num_computed_tokens, 1) for r in self.running)
             self._time_left = self.max_step_time - self.cost_model.overhead_s - decode_cost
 
-        # Pass 1: decodes (one token behind); pass 2: running prefills, in admission order.
+        # Pass 1: decodes (one token behind); pass 2: running prefills, in admission order,
+        # except that requests holding vision rows go first (others may be waiting for them).
         decodes = [r for r in self.running if r.num_tokens - r.num_computed_tokens == 1]
         prefills = [r for r in self.running if r.num_tokens - r.num_computed_tokens > 1]
+        if self.vision is not None:
+            prefills.sort(key=lambda r: not self.vision.holds_any(r))
         for request in decodes + prefills:
             if budget <= 0:
                 break
             if request not in self.running:      # preempted earlier in this loop
                 continue
             num_new = self._limit(request, min(request.num_tokens - request.num_computed_tokens, budget))
-            while not self.kv.allocate(request, num_new):
+            plan = self._plan(request, num_new)
+            if plan.num_tokens == 0:
+                continue                         # its next image waits for vision rows
+            while not self.kv.allocate(request, plan.kv_tokens):
                 victim = self.running[-1]
                 budget += self._preempt(victim, out, scheduled)
                 if victim is request:
                     break
             if request.status != RequestStatus.RUNNING:
                 continue
-            chunk = ScheduledChunk(request, request.num_computed_tokens, num_new)
+            reserve_images(self.vision, plan)        # KV is allocated: take the rows too
+            chunk = ScheduledChunk(request, request.num_computed_tokens, plan.num_tokens)
             out.chunks.append(chunk)
             scheduled[id(request)] = chunk
-            budget -= num_new
+            budget -= plan.num_tokens
 
         # Pass 3: admit waiting requests while budget, sequence slots and blocks allow.
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
@@ -135,9 +171,11 @@ class Scheduler:
             hits = self.kv.find_cached_prefix(request)
             request.num_computed_tokens = len(hits) * self.kv.block_size
             num_new = self._limit(request, min(request.num_tokens - request.num_computed_tokens, budget))
-            if not self.kv.allocate(request, num_new, hits):
+            plan = self._plan(request, num_new)
+            if plan.num_tokens == 0 or not self.kv.allocate(request, plan.kv_tokens, hits):
                 request.num_computed_tokens = 0
-                break                            # wait for blocks; never preempt for newcomers
+                break                            # wait for blocks or rows; never preempt for newcomers
+            reserve_images(self.vision, plan)
             self.kv.record_lookup(request, len(hits))
             self.waiting.popleft()
             if not request.admitted_once:
@@ -146,8 +184,8 @@ class Scheduler:
                 request.admitted_once = True
             request.status = RequestStatus.RUNNING
             self.running.append(request)
-            chunk = ScheduledChunk(request, request.num_computed_tokens, num_new)
+            chunk = ScheduledChunk(request, request.num_computed_tokens, plan.num_tokens)
             out.chunks.append(chunk)
             scheduled[id(request)] = chunk
-            budget -= num_new
+            budget -= plan.num_tokens
         return out

@@ -22,13 +22,14 @@ class Workspace:
         self.hidden = make(max_tokens, hidden)
         self.qkv = make(max_tokens, (heads + 2 * kv_heads) * head_dim)
         self.attn = make(max_tokens, heads * head_dim)
+        self.sublayer_out = make(max_tokens, hidden)         # a sublayer's output before the residual add
         self.gate_up = make(self.slice_tokens, 2 * inter)
         self.act = make(self.slice_tokens, inter)
 
     @property
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in
-                   (self.residual, self.hidden, self.qkv, self.attn, self.gate_up, self.act))
+                   (self.residual, self.hidden, self.qkv, self.attn, self.sublayer_out, self.gate_up, self.act))
 
     def slices(self, num_tokens: int):
         for start in range(0, num_tokens, self.slice_tokens):

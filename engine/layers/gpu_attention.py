@@ -16,7 +16,7 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 
-from .attention import AttentionMetadata, merge_attention_states
+from .attention import AttentionMetadata
 from .triton_decode import choose_splits, paged_decode_attention
 
 log = logging.getLogger("longread.attention")
@@ -55,10 +55,11 @@ def _math(q, k, v, causal, scale):
 KERNELS = {"cudnn": _cudnn, "flash": _flash, "efficient": _efficient, "math": _math}
 
 
-def probe_kernel(device, dtype, preferred: Optional[str] = None) -> Tuple[str, Callable]:
-    """First fused kernel that runs here on strided (cache-view) inputs and matches the math."""
+def probe_kernels(device, dtype, preferred: Optional[str] = None) -> List[Tuple[str, Callable]]:
+    """Fused kernels that run here on strided (cache-view) inputs and match the math, best first."""
     gen = torch.Generator(device="cpu").manual_seed(0)
     names = [preferred] if preferred else ["cudnn", "flash", "efficient"]
+    found = []
     for name in names:
         try:
             q = torch.randn(1, 2, 96, 128, generator=gen).to(device, dtype)
@@ -69,45 +70,105 @@ def probe_kernel(device, dtype, preferred: Optional[str] = None) -> Tuple[str, C
                 out, lse = KERNELS[name](q, kk, vv, causal, 0.088)
                 ref_out, ref_lse = _reference(q, kk, vv, causal, 0.088)
                 lse = lse.reshape(ref_lse.shape[0], ref_lse.shape[1], -1)[..., :96].float()
-                if (out.float() - ref_out).abs().max() > 2e-2 or (lse - ref_lse).abs().max() > 2e-2:
-                    raise RuntimeError("mismatch against the reference")
-            return name, KERNELS[name]
-        except Exception as exc:          # not built / not supported on this GPU
+                err = max((out.float() - ref_out).abs().max().item(), (lse - ref_lse).abs().max().item())
+                if not err <= 2e-2:                        # NaN fails too (cuDNN on fp32 gives NaN)
+                    raise RuntimeError(f"mismatch against the reference ({err})")
+            found.append((name, KERNELS[name]))
+        except Exception as exc:          # not built / not supported on this GPU or dtype
             log.info("attention kernel %s unavailable: %s", name, exc)
-    raise RuntimeError("no fused attention kernel with log-sum-exp works on this device")
+    if not found:
+        raise RuntimeError("no fused attention kernel with log-sum-exp works on this device")
+    return found
 
 
-def block_runs(block_table: List[int], begin: int, end: int, block_size: int) -> List[Tuple[int, int]]:
+def block_runs(block_table: List[int], begin: int, end: int, block_size: int) -> List[Tuple[int, int, int]]:
     """Maximal runs of consecutive physical blocks covering positions [begin, end):
-    a list of (first slot, length)."""
-    runs: List[Tuple[int, int]] = []
+    a list of (first slot, first position, length)."""
+    runs: List[Tuple[int, int, int]] = []
     pos = begin
     while pos < end:
         block_index = pos // block_size
         slot = block_table[block_index] * block_size + pos % block_size
         length = min(end, (block_index + 1) * block_size) - pos
-        if runs and runs[-1][0] + runs[-1][1] == slot:
-            runs[-1] = (runs[-1][0], runs[-1][1] + length)
+        if runs and runs[-1][0] + runs[-1][2] == slot:
+            runs[-1] = (runs[-1][0], runs[-1][1], runs[-1][2] + length)
         else:
-            runs.append((slot, length))
+            runs.append((slot, pos, length))
         pos += length
     return runs
 
 
+def runs_between(runs: List[Tuple[int, int, int]], begin: int, end: int) -> List[Tuple[int, int]]:
+    """Clip runs (from block_runs) to positions [begin, end): a list of (first slot, length)."""
+    out = []
+    for slot, pos, length in runs:
+        lo, hi = max(begin, pos), min(end, pos + length)
+        if lo < hi:
+            out.append((slot + lo - pos, hi - lo))
+    return out
+
+
 class CudaAttention:
+    """Kernel choice: cuDNN is the fastest (~600 TF/s) but builds a plan for every new shape
+    (50-800 ms each), so it only ever sees canonical shapes — a full query slice against key
+    pieces of query_slice * 2^k tokens — whose plans are built once at start-up. Any other
+    shape (a short last slice, a remainder of keys) goes to a plan-free kernel (flash)."""
+
     name = "cuda"
 
     def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float, device,
-                 dtype, query_slice: int = 2048, kernel: Optional[str] = None):
+                 dtype, query_slice: int = 2048, kernel: Optional[str] = None, max_keys: int = 0):
         self.num_heads, self.num_kv_heads, self.head_dim, self.scale = num_heads, num_kv_heads, head_dim, scale
         self.group = num_heads // num_kv_heads
         self.query_slice = query_slice
         if torch.device(device).type == "cuda":
-            self.kernel_name, self.kernel = probe_kernel(device, dtype, kernel)
+            kernels = probe_kernels(device, dtype, kernel)
             self.num_sms = torch.cuda.get_device_properties(device).multi_processor_count
         else:
-            self.kernel_name, self.kernel, self.num_sms = "math", _math, 8
-        log.info("prefill attention kernel: %s", self.kernel_name)
+            kernels, self.num_sms = [("math", _math)], 8
+        self.kernel_name, self.canonical_kernel = kernels[0]
+        plan_free = [k for k in kernels if k[0] != "cudnn"] or kernels
+        self.any_shape_kernel_name, self.any_shape_kernel = plan_free[0]
+        # Canonical key-piece lengths; only these (and the full causal slice) reach cuDNN:
+        # multiples of one unit (4 slices) up to max_keys, and the multiples of a slice below
+        # one unit. Any key run splits into at most two canonical pieces and a remainder.
+        self.unit = 4 * query_slice
+        small = list(range(query_slice, self.unit, query_slice))
+        big = list(range(self.unit, max(max_keys, self.unit) + 1, self.unit))
+        self.pieces = small + big
+        if self.kernel_name == "cudnn":
+            self._build_plans(device, dtype)
+        log.info("prefill attention: %s for canonical shapes, %s otherwise",
+                 self.kernel_name, self.any_shape_kernel_name)
+
+    def _build_plans(self, device, dtype) -> None:
+        """Run every canonical shape once so no request pays for cuDNN's plan building."""
+        rows = self.query_slice * self.group
+        q = torch.zeros(1, self.num_kv_heads, rows, self.head_dim, device=device, dtype=dtype)
+        kv = torch.zeros(max(self.pieces), 2, self.num_kv_heads, self.head_dim, device=device, dtype=dtype)
+        for n in self.pieces:
+            self.canonical_kernel(q, kv[:n, 0].permute(1, 0, 2).unsqueeze(0),
+                                  kv[:n, 1].permute(1, 0, 2).unsqueeze(0), False, self.scale)
+        own = torch.zeros(1, self.num_heads, self.query_slice, self.head_dim, device=device, dtype=dtype)
+        self.canonical_kernel(own, own, own, True, self.scale)
+        torch.cuda.synchronize(device)
+
+    def split_pieces(self, runs: List[Tuple[int, int]]) -> List[Tuple[int, int, bool]]:
+        """Cut key runs into (slot, length, canonical) pieces: a multiple of the unit, a
+        multiple of the slice, then a remainder."""
+        out = []
+        for slot, length in runs:
+            while length >= self.unit:
+                take = min(length // self.unit * self.unit, self.pieces[-1])
+                out.append((slot, take, True))
+                slot, length = slot + take, length - take
+            take = length // self.query_slice * self.query_slice
+            if take:
+                out.append((slot, take, True))
+                slot, length = slot + take, length - take
+            if length:
+                out.append((slot, length, False))
+        return out
 
     # --- per step --------------------------------------------------------------------------
     def prepare(self, meta: AttentionMetadata, device) -> None:
@@ -119,7 +180,8 @@ class CudaAttention:
                 tables.append(meta.block_tables[i])
                 lens.append(start + 1)
             else:
-                prefills.append(i)
+                # Runs of consecutive blocks, once per step (not per layer or slice).
+                prefills.append((i, block_runs(meta.block_tables[i], 0, start + n, meta.block_size)))
         meta.extra["prefills"] = prefills
         meta.extra["decode"] = None
         if decode_rows:
@@ -145,49 +207,55 @@ class CudaAttention:
             rows, table, lens, splits = decode
             out[rows] = paged_decode_attention(q[rows], k_cache, v_cache, table, lens, self.scale,
                                                meta.block_size, splits)
-        for i in meta.extra["prefills"]:
+        for i, runs in meta.extra["prefills"]:
             s, n, start = meta.query_starts[i], meta.query_lens[i], meta.context_starts[i]
             for c0 in range(0, n, self.query_slice):
                 c1 = min(n, c0 + self.query_slice)
-                out[s + c0:s + c1] = self._prefill_slice(q[s + c0:s + c1], k_cache, v_cache,
-                                                         meta.block_tables[i], start + c0, start + c1,
-                                                         meta.block_size)
+                out[s + c0:s + c1] = self._prefill_slice(q[s + c0:s + c1], k_cache, v_cache, runs,
+                                                         start + c0, start + c1)
         return out
 
-    def _prefill_slice(self, q, k_cache, v_cache, table, begin, end, block_size):
+    def _prefill_slice(self, q, k_cache, v_cache, runs, begin, end):
         """Queries at positions [begin, end) attend to keys [0, end) (causal)."""
-        own = block_runs(table, begin, end, block_size)
+        length = end - begin
+        full = length == self.query_slice
+        own = runs_between(runs, begin, end)
         if len(own) == 1:
             slot, _ = own[0]
-            k_own, v_own = k_cache[slot:slot + end - begin], v_cache[slot:slot + end - begin]
+            k_own, v_own = k_cache[slot:slot + length], v_cache[slot:slot + length]
         else:
             slots = torch.cat([torch.arange(s, s + n) for s, n in own]).to(k_cache.device)
             k_own, v_own = k_cache.index_select(0, slots), v_cache.index_select(0, slots)
         q_heads = q.transpose(0, 1).unsqueeze(0)                          # [1, H, L, D]
         expand = lambda x: x.transpose(0, 1).repeat_interleave(self.group, 0).unsqueeze(0)
-        o, lse = self.kernel(q_heads, expand(k_own), expand(v_own), True, self.scale)
-        o, lse = o[0].transpose(0, 1), lse.reshape(self.num_heads, -1)[:, :end - begin].t()   # [L,H,D], [L,H]
+        kernel = self.canonical_kernel if full else self.any_shape_kernel
+        o, lse = kernel(q_heads, expand(k_own), expand(v_own), True, self.scale)
+        o, lse = o[0].transpose(0, 1), lse.reshape(self.num_heads, -1)[:, :length].t()   # [L,H,D], [L,H]
         if begin == 0:
             return o
-        for part_o, part_lse in self._prefix(q, k_cache, v_cache, table, begin, block_size):
-            o = merge_attention_states(o.float(), lse, part_o.float(), part_lse).to(q.dtype)
-            lse = torch.logaddexp(lse, part_lse)
-        return o
+        o = o.float()
+        for part_o, part_lse in self._prefix(q, k_cache, v_cache, runs_between(runs, 0, begin), full):
+            # Log-sum-exp merge, in place to keep temporaries to one slice-sized buffer.
+            new_lse = torch.logaddexp(lse, part_lse)
+            o.mul_((lse - new_lse).exp_().unsqueeze(-1))
+            o.add_(part_o.float().mul_((part_lse - new_lse).exp_().unsqueeze(-1)))
+            lse = new_lse
+        return o.to(q.dtype)
 
-    def _prefix(self, q, k_cache, v_cache, table, begin, block_size):
-        """Attention of q to keys [0, begin), unmasked, GQA folded: yields (out, lse) per key run."""
+    def _prefix(self, q, k_cache, v_cache, runs, full_slice: bool):
+        """Attention of q to the keys in `runs`, unmasked, GQA folded: (out, lse) per key piece."""
         L = q.shape[0]
         folded = q.view(L, self.num_kv_heads, self.group, self.head_dim).permute(1, 0, 2, 3) \
                   .reshape(1, self.num_kv_heads, L * self.group, self.head_dim)
-        runs = block_runs(table, 0, begin, block_size)
         if len(runs) > MAX_VIEW_RUNS:
             slots = torch.cat([torch.arange(s, s + n) for s, n in runs]).to(k_cache.device)
-            keyed = [(k_cache.index_select(0, slots), v_cache.index_select(0, slots))]
-        else:
-            keyed = [(k_cache[s:s + n], v_cache[s:s + n]) for s, n in runs]
-        for keys, values in keyed:
-            o, lse = self.kernel(folded, keys.permute(1, 0, 2).unsqueeze(0),
-                                 values.permute(1, 0, 2).unsqueeze(0), False, self.scale)
+            k_all, v_all = k_cache.index_select(0, slots), v_cache.index_select(0, slots)
+            k_cache, v_cache, runs = k_all, v_all, [(0, k_all.shape[0])]
+        for slot, n, canonical in self.split_pieces(runs):
+            kernel = self.canonical_kernel if (canonical and full_slice) else self.any_shape_kernel
+            keys, values = k_cache[slot:slot + n], v_cache[slot:slot + n]
+            o, lse = kernel(folded, keys.permute(1, 0, 2).unsqueeze(0), values.permute(1, 0, 2).unsqueeze(0),
+                            False, self.scale)
             o = o.reshape(self.num_kv_heads, L, self.group, self.head_dim).permute(1, 0, 2, 3) \
                  .reshape(L, self.num_heads, self.head_dim)
             lse = lse.reshape(self.num_kv_heads, -1)[:, :L * self.group] \

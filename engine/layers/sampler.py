@@ -41,7 +41,9 @@ def sample(logits: torch.Tensor, params: Sequence[SamplingParams],
     n = logits.shape[0]
     tokens: List[int] = [0] * n
     greedy_rows = [i for i, p in enumerate(params) if p.greedy]
-    if greedy_rows:
+    if len(greedy_rows) == n:
+        tokens = logits.argmax(-1).tolist()          # the common case: one op, one sync
+    elif greedy_rows:
         picked = logits[greedy_rows].argmax(-1).tolist()
         for i, t in zip(greedy_rows, picked):
             tokens[i] = t

@@ -1,7 +1,8 @@
 """Model families by HF model_type."""
 from .llama import LlamaForCausalLM
+from .qwen2_vl import Qwen2VLForConditionalGeneration
 
-_FAMILIES = {t: LlamaForCausalLM for t in LlamaForCausalLM.model_types}
+_FAMILIES = {t: cls for cls in (LlamaForCausalLM, Qwen2VLForConditionalGeneration) for t in cls.model_types}
 
 
 def model_class(hf_config):

@@ -17,3 +17,4 @@ class StepContext:
     attn_meta: AttentionMetadata
     attention: Any                               # the attention backend
     kv_caches: List[Tuple[torch.Tensor, torch.Tensor]]
+    image_embeds: Any = None                     # vision models: rows replaced by image embeddings

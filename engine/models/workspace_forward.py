@@ -34,15 +34,55 @@ def rotate_inplace(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ws: Wo
         x[a:b] = apply_rotary(x[a:b], cos[a:b], sin[a:b])
 
 
+class _TorchOps:
+    """Elementwise steps in plain torch, slice by slice (CPU, or no Triton)."""
+
+    def __init__(self, ws):
+        self.ws = ws
+
+    def add_norm(self, x, norm, out, add=None):
+        if add is not None:
+            x.add_(add)
+        rmsnorm_into(x, norm, out, self.ws)
+
+    def rope(self, x, cos, sin):
+        rotate_inplace(x, cos, sin, self.ws)
+
+
+class _TritonOps:
+    """The same steps as single fused Triton launches (GPU path)."""
+
+    def __init__(self):
+        from ..layers import triton_ops
+        self.k = triton_ops
+
+    def add_norm(self, x, norm, out, add=None):
+        self.k.add_rmsnorm(x, norm.weight, norm.eps, out, add)
+
+    def rope(self, x, cos, sin):
+        self.k.rope_inplace(x, cos, sin)
+
+
+def elementwise_ops(step: StepContext, ws: Workspace, head_dim: int):
+    """Fused Triton kernels go with the GPU attention backend (which already needs Triton)."""
+    if getattr(step.attention, "name", "") == "cuda" and step.cos.shape[-1] == head_dim:
+        return _TritonOps()
+    return _TorchOps(ws)
+
+
 def forward_workspace(model, input_ids: torch.Tensor, step: StepContext, ws: Workspace) -> torch.Tensor:
     T = input_ids.shape[0]
     heads, kv_heads, head_dim = model.dims
     q_size, kv_size = heads * head_dim, kv_heads * head_dim
+    ops = elementwise_ops(step, ws, head_dim)
     x, h = ws.residual[:T], ws.hidden[:T]
     torch.index_select(model.embed_tokens.weight, 0, input_ids, out=x)
+    if step.image_embeds is not None:   # vision models: image positions read the vision pool
+        x.index_copy_(0, step.image_embeds.rows, step.image_embeds.values)
+    pending = None           # the last sublayer's output, added to x inside the next norm
     for layer in model.layers:
         attn, mlp = layer.self_attn, layer.mlp
-        rmsnorm_into(x, layer.input_layernorm, h, ws)
+        ops.add_norm(x, layer.input_layernorm, h, pending)
         qkv = ws.qkv[:T]
         linear_into(h, attn.qkv_proj, qkv)
         q = qkv[:, :q_size].view(T, heads, head_dim)
@@ -51,18 +91,18 @@ def forward_workspace(model, input_ids: torch.Tensor, step: StepContext, ws: Wor
         if attn.q_norm is not None:
             for a, b in ws.slices(T):
                 q[a:b], k[a:b] = attn.q_norm(q[a:b]), attn.k_norm(k[a:b])
-        rotate_inplace(q, step.cos, step.sin, ws)
-        rotate_inplace(k, step.cos, step.sin, ws)
+        ops.rope(q, step.cos, step.sin)
+        ops.rope(k, step.cos, step.sin)
         out = ws.attn[:T]
         step.attention.forward(q, k, v, step.kv_caches[attn.layer_idx], step.attn_meta, out=out)
-        linear_into(out, attn.o_proj, h)
-        x.add_(h)
-        rmsnorm_into(x, layer.post_attention_layernorm, h, ws)
+        linear_into(out, attn.o_proj, ws.sublayer_out[:T])
+        ops.add_norm(x, layer.post_attention_layernorm, h, ws.sublayer_out[:T])
         for a, b in ws.slices(T):
             gate_up, act = ws.gate_up[:b - a], ws.act[:b - a]
             linear_into(h[a:b], mlp.gate_up_proj, gate_up)
             gate, up = gate_up.split(mlp.intermediate, dim=-1)
             torch.mul(F.silu(gate, inplace=True), up, out=act)
-            linear_into(act, mlp.down_proj, h[a:b])
-        x.add_(h)
+            linear_into(act, mlp.down_proj, ws.sublayer_out[a:b])
+        pending = ws.sublayer_out[:T]
+    x.add_(pending)
     return x

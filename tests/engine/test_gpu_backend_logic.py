@@ -18,7 +18,7 @@ if "engine.layers.triton_decode" not in sys.modules:
 pytest.importorskip("triton", reason="Triton is not installed (pip install triton)")
 
 from engine import Engine, SamplingParams  # noqa: E402
-from engine.layers.gpu_attention import block_runs  # noqa: E402
+from engine.layers.gpu_attention import block_runs, runs_between  # noqa: E402
 
 from .tiny_models import reference_greedy  # noqa: E402
 
@@ -28,9 +28,13 @@ PROMPTS = ["The quick brown fox jumps over the lazy dog. Paris is the capital of
 
 
 def test_block_runs_merge_consecutive_blocks():
-    assert block_runs([3, 4, 5, 9, 10, 2], 0, 22, 4) == [(12, 12), (36, 8), (8, 2)]
-    assert block_runs([3, 4, 5], 6, 10, 4) == [(18, 4)]
-    assert block_runs([7], 0, 3, 4) == [(28, 3)]
+    runs = block_runs([3, 4, 5, 9, 10, 2], 0, 22, 4)
+    assert runs == [(12, 0, 12), (36, 12, 8), (8, 20, 2)]
+    assert block_runs([3, 4, 5], 6, 10, 4) == [(18, 6, 4)]
+    assert block_runs([7], 0, 3, 4) == [(28, 0, 3)]
+    assert runs_between(runs, 0, 22) == [(12, 12), (36, 8), (8, 2)]
+    assert runs_between(runs, 10, 14) == [(22, 2), (36, 2)]
+    assert runs_between(runs, 0, 0) == []
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
@@ -49,3 +53,14 @@ def test_cuda_backend_logic_matches_transformers(tiny_dirs, references, family):
         assert again.outputs[0].token_ids == reference_greedy(references[family], follow, 12)
         stats = engine.stats()
         assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
+
+
+def test_keys_are_cut_into_canonical_pieces():
+    """Only canonical shapes reach the plan-building kernel (cuDNN); the rest is a remainder."""
+    from engine.layers.gpu_attention import CudaAttention
+    attention = CudaAttention(4, 2, 16, 0.25, "cpu", torch.float32, query_slice=4, max_keys=40)
+    assert attention.pieces == [4, 8, 12, 16, 32]
+    assert attention.split_pieces([(100, 45), (7, 3), (50, 12)]) == [
+        (100, 32, True), (132, 12, True), (144, 1, False), (7, 3, False), (50, 12, True)]
+    assert attention.split_pieces([(0, 90)]) == [(0, 32, True), (32, 32, True), (64, 16, True),
+                                                 (80, 8, True), (88, 2, False)]

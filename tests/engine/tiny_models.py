@@ -62,10 +62,15 @@ def save_tiny_model(path: Path, family: str = "llama", seed: int = 0, **override
     config = make_config(family, len(tokenizer), **overrides)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    with torch.no_grad():       # larger weights than the default init make logits less flat
-        for p in model.parameters():
-            if p.dim() > 1:
-                p.normal_(0, 0.1)
+    return save_with_random_weights(model, tokenizer, path)
+
+
+@torch.no_grad()
+def save_with_random_weights(model, tokenizer, path: Path) -> Path:
+    """Redraw the matrices N(0, 0.1) (larger than the default init: less flat logits), save."""
+    for p in model.parameters():
+        if p.dim() > 1:
+            p.normal_(0, 0.1)
     path = Path(path)
     model.save_pretrained(str(path))
     tokenizer.save_pretrained(str(path))

@@ -1,0 +1,76 @@
+"""Where a prefill step's GPU time goes: kernel-level profile of our engine (few layers).
+
+    python -m bench.profile_prefill --layers 4 --lengths 4096 32768
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from engine import SamplingParams
+
+from .gpu_model import kv_bytes_per_token, make_engine, make_hf_model, random_prompt
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--lengths", type=int, nargs="+", default=[4096, 32768])
+    p.add_argument("--budget", type=int, default=8192)
+    p.add_argument("--rows", type=int, default=22)
+    p.add_argument("--host", action="store_true", help="also profile the Python side (cProfile)")
+    p.add_argument("--host-decode", type=int, default=0, help="profile the Python side of N decoding users")
+    args = p.parse_args(argv)
+    hf = make_hf_model(num_hidden_layers=args.layers)
+    longest = max(args.lengths) + 64
+    engine = make_engine(hf, max_model_len=longest, max_num_batched_tokens=args.budget, max_num_seqs=64,
+                         kv_cache_memory=int(kv_bytes_per_token(hf.config) * max(longest, 70000) * 1.1))
+    engine.generate([random_prompt(4000, seed=5)], SamplingParams(max_tokens=2, temperature=0))
+    for length in args.lengths:
+        prompt = random_prompt(length, seed=length + 9)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            out = engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))[0]
+        print(f"\n=== {length} tokens, {args.layers} layers: TTFT {out.metrics.ttft:.3f} s ===")
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.rows, max_name_column_width=60))
+    if args.host_decode:
+        host_profile(engine, [random_prompt(2048, seed=900 + i) for i in range(args.host_decode)], max_tokens=48)
+    elif args.host:
+        host_profile(engine, [random_prompt(max(args.lengths), seed=4242)])
+    engine.shutdown()
+
+
+def host_profile(engine, prompts, max_tokens=1, rows=25):
+    """Python-side profile of the engine's steps (stepping in this thread, loop stopped)."""
+    import cProfile
+    import pstats
+
+    from engine.output_processor import RequestStream
+    from engine.request import Request
+    engine.shutdown()                                   # stop the loop; we step by hand
+    for i, prompt in enumerate(prompts):
+        request = Request(f"host-profile-{i}", prompt, SamplingParams(max_tokens=max_tokens, temperature=0,
+                                                                     ignore_eos=True))
+        engine._streams[request.request_id] = RequestStream(request, engine.tokenizer, engine.max_model_len)
+        engine.scheduler.add(request)
+    if max_tokens > 1:                                  # profile decode steps only
+        while any(r.num_computed_tokens < r.num_prompt_tokens for r in engine.scheduler.running) \
+                or engine.scheduler.waiting:
+            engine.step()
+    start = time.perf_counter()
+    steps = engine.num_steps
+    profiler = cProfile.Profile()
+    profiler.enable()
+    while engine.scheduler.has_work():
+        engine.step()
+    torch.cuda.synchronize()
+    profiler.disable()
+    print(f"{engine.num_steps - steps} steps in {time.perf_counter() - start:.3f} s (under cProfile)")
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(rows)
+
+
+if __name__ == "__main__":
+    main()
+
