@@ -53,6 +53,18 @@ class LiveView:
         return 1.0 if not self.prompt_tokens else min(1.0, self.done_tokens / self.prompt_tokens)
 
 
+def has_images(plan: Plan) -> bool:
+    return any(isinstance(m["content"], list) for m in plan.messages)
+
+
+def submission_prompt(plan: Plan):
+    """Text prompts go in as the exact token ids that were counted and forecast; prompts with
+    images go in as messages, so the engine gets the images themselves."""
+    if has_images(plan):
+        return plan.messages
+    return {"prompt": plan.prompt_text, "prompt_token_ids": plan.token_ids}
+
+
 class ChatService:
     def __init__(self, engine, history: MetricsHistory, model: PrefillModel,
                  loader: DocumentLoader):
@@ -82,7 +94,7 @@ class ChatService:
         params = SamplingParams(max_tokens=pending.settings.max_new_tokens,
                                 temperature=pending.settings.temperature)
         index = self.history.next_index()
-        prompt = {"prompt": plan.prompt_text, "prompt_token_ids": plan.token_ids}
+        prompt = submission_prompt(plan)
         try:
             request_id = self.engine.submit(prompt, params, request_id=f"chat-{index}")
         except RequestRejected as exc:

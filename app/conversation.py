@@ -19,6 +19,7 @@ class Document:
     notes: List[str] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
     truncated: Optional[Tuple[int, int]] = None    # (kept tokens, original tokens)
+    path: Optional[str] = None         # the uploaded file (images are shown in the chat)
 
     def summary(self) -> str:
         """Short description for the chat, e.g. "11 pages · 2,794 tokens"."""

@@ -69,7 +69,8 @@ class DocumentLoader:
             return AttachmentError(f"“{display_name(path)}” could not be read ({type(exc).__name__}).")
         num_tokens = self.count_tokens(att.text) if att.kind == "text" and att.text else 0
         return Document(name=att.name, kind=att.kind, text=att.text, image=att.image,
-                        num_tokens=num_tokens, notes=list(att.notes), meta=dict(att.meta))
+                        num_tokens=num_tokens, notes=list(att.notes), meta=dict(att.meta),
+                        path=path)
 
     def load(self, paths: Sequence[str]) -> LoadResult:
         result = LoadResult()

@@ -85,7 +85,8 @@ def answer_reserve(max_new_tokens: int, max_model_len: int) -> int:
 def image_error(model_name: str, names: List[str]) -> str:
     listed = ", ".join(f"“{n}”" for n in names)
     return (f"{model_name} cannot see images (it has no vision tower), so {listed} cannot be "
-            f"sent. Remove the image to ask about the rest, or start Longread with a vision model.")
+            f"sent. Remove the image to ask about the rest, or start Longread with a vision "
+            f"model (--model PATH to a Qwen2-VL / Qwen2.5-VL directory).")
 
 
 def plan_message(engine, loader: DocumentLoader, model: PrefillModel, conversation: Conversation,
@@ -128,7 +129,10 @@ def plan_message(engine, loader: DocumentLoader, model: PrefillModel, conversati
     if plan.truncated:
         plan.notes += [f"“{d.name}” will be truncated to its first {d.truncated[0]:,} of "
                        f"{d.truncated[1]:,} tokens to fit." for d in turn.documents if d.truncated]
-    cached = engine.cached_prefix_tokens(plan.token_ids) if plan.token_ids else 0
+    # With images the cache key includes each image's content, so ask with the messages.
+    images = any(isinstance(m["content"], list) for m in plan.messages)
+    probe = plan.messages if images else plan.token_ids
+    cached = engine.cached_prefix_tokens(probe) if plan.token_ids else 0
     plan.forecast = model.forecast(plan.num_tokens, cached)
     return plan
 

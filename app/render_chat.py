@@ -60,6 +60,9 @@ def chat_messages(conversation: Conversation, live_turn: Optional[Turn] = None,
     messages = []
     for turn in conversation.turns:
         messages.append({"role": "user", "content": user_bubble(turn)})
+        for doc in turn.documents:
+            if doc.kind == "image" and doc.path:
+                messages.append({"role": "user", "content": {"path": doc.path}})
         messages.append({"role": "assistant",
                          "content": assistant_bubble(turn, view if turn is live_turn else None)})
     return messages

@@ -117,3 +117,23 @@ def test_calibration_seeds_the_forecast(default_engine):
     calibrate(default_engine, model, sizes=(64, 128))
     assert model.num_samples == 2
     assert model.forecast(128, 0).cold_seconds > 0
+
+
+def test_images_reach_a_vision_model_and_follow_ups_stay_warm():
+    """With a vision model (the generated random-weight demo-vl) the image itself is sent, its
+    tokens are counted before sending, and the follow-up reuses the image's KV."""
+    from engine import Engine, EngineConfig
+    with Engine(EngineConfig(model="demo-vl", max_num_batched_tokens=512)) as engine:
+        loader = DocumentLoader(AttachmentLimits(max_file_bytes=50 << 20), engine.count_tokens)
+        service = ChatService(engine, MetricsHistory(), PrefillModel(), loader)
+        conv = Conversation()
+        plan = service.accept(conv, {"text": "What is in this picture?",
+                                     "files": [str(ASSETS / "sample_image.png")]}, Settings(max_new_tokens=4))
+        assert plan.sendable and plan.num_tokens > 500             # the image's own tokens
+        first = list(service.respond(conv))[-1]
+        assert first.phase == "done" and first.record.prompt_tokens == plan.num_tokens
+        follow = service.accept(conv, {"text": "And the colours?", "files": []}, Settings(max_new_tokens=4))
+        assert follow.forecast.cached_tokens >= plan.num_tokens - 16
+        second = list(service.respond(conv))[-1]
+        assert second.record.cache_state == "warm"
+        assert second.record.cached_tokens >= plan.num_tokens - 16

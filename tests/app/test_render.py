@@ -63,3 +63,7 @@ def test_chat_messages_for_each_state():
     assert "1,500 done, 50%" in msgs[3]["content"]
     conv.turns[1].status = "stopped"
     assert "Stopped" in chat_messages(conv)[3]["content"]
+    picture = Document("cat.png", "image", path="/tmp/cat.png", meta={"width": 4, "height": 3})
+    msgs = chat_messages(Conversation([Turn("What?", [picture], typed_text="What?")]))
+    assert msgs[1] == {"role": "user", "content": {"path": "/tmp/cat.png"}}   # shown inline
+    assert "4×3" in msgs[0]["content"]
