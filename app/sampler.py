@@ -19,21 +19,23 @@ log = logging.getLogger("longread.sampler")
 
 def device_memory(stats: dict, process_rss: int, cuda_reserved: Optional[int]) -> Dict[str, int]:
     """Split one device's memory into weights / KV (used, cached prefixes, free) / workspace /
-    other. "other" is what the process holds beyond the engine's fixed pools: on a GPU the
+    vision pool / other. "other" is what the process holds beyond the engine's fixed pools: on a GPU the
     allocator's reserve, on the CPU the rest of the process (Python, tokenizer, Gradio)."""
     memory = stats.get("memory", {})
     weights = int(memory.get("weights_bytes", 0))
     kv_pool = int(memory.get("kv_cache_bytes", 0))
     workspace = int(memory.get("workspace_bytes", 0))
+    vision = int(memory.get("vision_cache_bytes", 0))       # vision models only
     total_blocks = stats.get("kv_blocks_total") or 0
     per_block = kv_pool / total_blocks if total_blocks else 0.0
     free, cached = stats.get("kv_blocks_free", 0), stats.get("kv_blocks_cached", 0)
     used_bytes = int((total_blocks - free) * per_block)
     cached_bytes = int(cached * per_block)
     parts = {"weights": weights, "kv_used": used_bytes, "kv_cached": cached_bytes,
-             "kv_free": max(0, kv_pool - used_bytes - cached_bytes), "workspace": workspace}
+             "kv_free": max(0, kv_pool - used_bytes - cached_bytes), "workspace": workspace,
+             "vision_pool": vision}
     held = cuda_reserved if cuda_reserved is not None else process_rss
-    parts["other"] = max(0, held - weights - kv_pool - workspace)
+    parts["other"] = max(0, held - weights - kv_pool - workspace - vision)
     return parts
 
 

@@ -94,3 +94,6 @@ def test_device_memory_split_on_cpu_and_gpu():
     assert cpu["other"] == 2000 - 500 - 1000 - 100
     gpu = device_memory(stats, process_rss=10 ** 9, cuda_reserved=1700)
     assert gpu["other"] == 100                          # the allocator's reserve, not host RSS
+    stats["memory"]["vision_cache_bytes"] = 50
+    vl = device_memory(stats, process_rss=2000, cuda_reserved=None)
+    assert vl["vision_pool"] == 50 and vl["other"] == cpu["other"] - 50
