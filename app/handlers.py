@@ -74,6 +74,11 @@ class Handlers:
         """Stream the answer into the chat and the request card. On failure the user's text
         and files go back into the textbox."""
         turn = conversation.pending.turn if conversation.pending else None
+        if turn is None:
+            # Nothing was accepted. A generator that yields nothing makes Gradio set every
+            # output to None (the textbox would silently lose its files), so skip explicitly.
+            yield gr.skip(), gr.skip(), gr.skip()
+            return
         view = None
         try:
             for view in self.service.respond(conversation):

@@ -1,7 +1,8 @@
 """In a real browser (Playwright + Debian's chromium): log in, upload a code archive, watch the
 prefill progress, get the answer, check TTFT, cache badge and live charts; a follow-up on the
-same document is warm; an example fills the box; New chat clears; Stop in the middle of a
-prefill frees the engine.
+same document is warm; an example fills the box; New chat clears; an over-limit message is
+explained, refused with nothing lost, and fits once truncation is ticked; Stop in the middle
+of a prefill frees the engine.
 
 Without /usr/bin/chromium the test is skipped with the reason, except under CI=true, where it
 fails. LONGREAD_SCREENSHOT=path also saves the screenshot there (assets/screenshot.png)."""
@@ -130,6 +131,24 @@ def test_upload_answer_charts_warm_follow_up_and_stop(browser, app_server, tmp_p
         "(before) => { const n = document.querySelector('#lr-token-count')?.dataset.tokens|0;"
         " return n > 2500 && n < before - 1000; }", arg=with_history, timeout=30_000)
     page.reload()                                     # a fresh session with an empty box
+    page.wait_for_selector("#lr-input textarea", timeout=60_000)
+
+    # Over the context limit: explained before sending, refused on Enter with the message and
+    # its file kept, and sendable once the user ticks "Truncate documents to fit".
+    big = tmp_path / "big_notes.txt"
+    big.write_text(" ".join(f"note{i % 997} harbour" for i in range(6000)))
+    page.set_input_files("#lr-input input[type=file]", [str(big)])
+    page.locator("#lr-input textarea").fill("What is this about?")
+    page.wait_for_selector("#lr-precheck[data-state=over] >> text=too many", timeout=60_000)
+    page.locator("#lr-input textarea").press("Enter")
+    page.wait_for_selector("text=Truncate documents to fit” to cut", timeout=15_000)   # the warning
+    time.sleep(1.5)
+    assert page.locator("#lr-input .thumbnail-item").count() == 1                    # file kept
+    assert page.locator("#lr-input textarea").input_value() == "What is this about?"
+    assert "What is this about?" not in page.locator("#lr-chat").inner_text()        # not sent
+    page.locator("#lr-truncate input").check()
+    page.wait_for_selector("#lr-precheck[data-state=ok] >> text=will be cut to fit", timeout=30_000)
+    page.reload()
     page.wait_for_selector("#lr-input textarea", timeout=60_000)
 
     # Stop during a cold prefill of a document nobody sent before: the request is aborted in
