@@ -39,6 +39,7 @@ class Plan:
     notes: List[str] = field(default_factory=list)       # shown, do not block
     over_by_before_truncation: int = 0
     truncation_possible: bool = False
+    history_turns: int = 0            # earlier turns in the prompt
     forecast: Optional[Forecast] = None
 
     @property
@@ -69,9 +70,13 @@ class Plan:
         if self.empty:
             return "Type a question or attach a file first."
         if self.over_by:
-            hint = (" Tick “Truncate documents to fit” to cut the attached documents, or remove "
-                    "some files." if self.truncation_possible else
-                    " The conversation so far is too long: start a new chat.")
+            if self.truncation_possible:
+                hint = (" Tick “Truncate documents to fit” to cut the attached documents, or "
+                        "remove some files.")
+            elif self.history_turns:
+                hint = " The conversation so far is too long: start a new chat."
+            else:
+                hint = " Shorten the message."
             return (f"The prompt is {self.num_tokens:,} tokens but at most {self.budget:,} fit "
                     f"({self.max_model_len:,}-token context minus {self.reserve:,} for the "
                     f"answer): {self.over_by:,} too many.{hint}")
@@ -110,6 +115,7 @@ def plan_message(engine, loader: DocumentLoader, model: PrefillModel, conversati
                 max_model_len=engine.max_model_len, reserve=reserve, empty=empty,
                 errors=errors, notes=notes)
     history = conversation.history()
+    plan.history_turns = len(history)
     if empty:
         turn = Turn(question="")                      # count the conversation so far
     if not _tokenize(engine, plan, history, turn):
