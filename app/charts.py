@@ -13,10 +13,10 @@ from .metrics import RequestRecord, Sample
 GIB = 1024 ** 3
 TTFT_RECENT = 20                  # requests shown in the TTFT chart
 MEMORY_PARTS = [("weights", "weights"), ("kv_used", "KV in use"),
-                ("kv_cached", "KV cached prefixes"), ("kv_free", "KV free"),
-                ("workspace", "workspace"), ("vision_pool", "vision pool"), ("other", "other")]
-MEMORY_COLORS = {"weights": "#6366f1", "KV in use": "#f97316", "KV cached prefixes": "#22c55e",
-                 "KV free": "#cbd5e1", "workspace": "#a855f7", "vision pool": "#ec4899",
+                ("kv_cached", "KV cached"), ("kv_free", "KV free"),
+                ("workspace", "workspace"), ("vision_pool", "vision"), ("other", "other")]
+MEMORY_COLORS = {"weights": "#6366f1", "KV in use": "#f97316", "KV cached": "#22c55e",
+                 "KV free": "#cbd5e1", "workspace": "#a855f7", "vision": "#ec4899",
                  "other": "#94a3b8"}
 TTFT_COLORS = {"cold": "#3b82f6", "warm": "#f97316", "partial": "#eab308", "forecast": "#475569"}
 HOST_COLORS = {"process RSS": "#6366f1", "system used": "#94a3b8"}
