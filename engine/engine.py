@@ -61,8 +61,10 @@ class Engine:
         self._stopped = False
         self._fatal: Optional[BaseException] = None
         self.num_steps = 0
+        self._ready = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="longread-engine", daemon=True)
         self._thread.start()
+        self._ready.wait()            # the loop thread warms up its kernels first
 
     @property
     def model_name(self) -> str:
@@ -197,6 +199,12 @@ class Engine:
     # --- engine loop ---------------------------------------------------------------------
     def _loop(self) -> None:
         try:
+            warm_up = getattr(self.runner.attention, "warm_up", None)
+            try:
+                if warm_up is not None:
+                    warm_up()             # per-thread kernel plans belong to this thread
+            finally:
+                self._ready.set()
             while True:
                 with self._cv:
                     while not (self._stopped or self._new or self._aborts or self.scheduler.has_work()):

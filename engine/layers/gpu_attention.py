@@ -136,13 +136,16 @@ class CudaAttention:
         small = list(range(query_slice, self.unit, query_slice))
         big = list(range(self.unit, max(max_keys, self.unit) + 1, self.unit))
         self.pieces = small + big
-        if self.kernel_name == "cudnn":
-            self._build_plans(device, dtype)
+        self.device, self.dtype = device, dtype
         log.info("prefill attention: %s for canonical shapes, %s otherwise",
                  self.kernel_name, self.any_shape_kernel_name)
 
-    def _build_plans(self, device, dtype) -> None:
-        """Run every canonical shape once so no request pays for cuDNN's plan building."""
+    def warm_up(self) -> None:
+        """Run every canonical shape once so no request pays for cuDNN's plan building.
+        Must run on the engine-loop thread: torch keeps cuDNN's plan cache per thread."""
+        if self.kernel_name != "cudnn":
+            return
+        device, dtype = self.device, self.dtype
         rows = self.query_slice * self.group
         q = torch.zeros(1, self.num_kv_heads, rows, self.head_dim, device=device, dtype=dtype)
         kv = torch.zeros(max(self.pieces), 2, self.num_kv_heads, self.head_dim, device=device, dtype=dtype)
