@@ -4,7 +4,7 @@ import torch
 
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU here: the GPU backend is checked on the device machine "
-                "(see bench/results/gpu-tests-*.txt); its logic is checked on the CPU by "
+                "(bash bench/run_gpu.sh); its logic is checked on the CPU by "
                 "test_gpu_backend_logic.py", allow_module_level=True)
 
 from engine import Engine, SamplingParams  # noqa: E402
