@@ -23,7 +23,7 @@ class EngineConfig:
     use_workspace: Optional[bool] = None # preallocated layer scratch; None = on for CUDA
     workspace_slice_tokens: int = 2048   # norms/RoPE/MLP/attention queries run in slices this big
     cuda_graphs: bool = True             # capture decode steps (CUDA only)
-    seed: int = 0
+    seed: int = 0                        # seeds sampling for requests that set no seed
     # Upper bound on the time one step may take, in seconds (None = token budget only).
     # Long prefills are chunked further so running decodes keep a steady pace.
     max_step_time: Optional[float] = None

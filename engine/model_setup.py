@@ -169,7 +169,7 @@ def build_model_and_runner(config: EngineConfig, source: Optional[ModelSource] =
         raise RuntimeError(f"KV cache of {pool} bytes holds fewer than 2 blocks; raise kv_cache_memory")
     attention = make_attention(config, model, device, dtype, max_model_len)
     runner = ModelRunner(model, text_config, device, dtype, num_blocks, config.block_size,
-                         max_model_len, attention, workspace)
+                         max_model_len, attention, workspace, seed=config.seed)
     if device.type == "cuda" and config.cuda_graphs and workspace is not None and attention.name == "cuda":
         runner.enable_cuda_graphs(config.max_num_seqs, max_model_len)
     memory = {"weights_bytes": weight_bytes,

@@ -19,7 +19,8 @@ from .scheduler import ScheduledChunk
 
 class ModelRunner:
     def __init__(self, model, hf_config, device: torch.device, dtype: torch.dtype,
-                 num_blocks: int, block_size: int, max_model_len: int, attention, workspace=None):
+                 num_blocks: int, block_size: int, max_model_len: int, attention, workspace=None,
+                 seed: int = 0):
         self.model, self.device, self.dtype = model, device, dtype
         self.block_size = block_size
         num_heads, num_kv_heads, head_dim = model.dims
@@ -35,6 +36,7 @@ class ModelRunner:
         self.workspace = workspace
         self.graphs = None
         self.multimodal = None          # vision models: a VisionInputs (vision_inputs.py)
+        self.generator = torch.Generator().manual_seed(seed)   # for requests without a seed
 
     def enable_cuda_graphs(self, max_batch: int, max_model_len: int) -> None:
         from .cuda_graphs import DecodeGraphs
@@ -89,13 +91,16 @@ class ModelRunner:
         sampling = [c.request for c in chunks if c.completes]
         if self.graphs is not None and self.graphs.can_run(chunks):
             logits = self.graphs.run(chunks)
-            return sample(logits, [r.params for r in sampling], [r.generator for r in sampling])
+            return self._sample(logits, sampling)
         input_ids, step, sample_rows = self._build(chunks)
         hidden = self._forward(input_ids, step)
         if not sample_rows:
             return [], []
         logits = self.model.compute_logits(hidden[sample_rows])
-        return sample(logits, [r.params for r in sampling], [r.generator for r in sampling])
+        return self._sample(logits, sampling)
+
+    def _sample(self, logits: torch.Tensor, requests) -> Tuple[List[int], List[Optional[dict]]]:
+        return sample(logits, [r.params for r in requests], [r.generator or self.generator for r in requests])
 
     @torch.inference_mode()
     def prompt_logits(self, chunks: Sequence[ScheduledChunk]) -> torch.Tensor:

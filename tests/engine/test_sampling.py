@@ -78,3 +78,12 @@ def test_stop_string_prefix_is_held_back_while_streaming():
         detok.add(i)
     assert detok.stable_text(finished=False) == "hello "
     assert detok.stable_text(finished=True) == "hello ST"
+
+
+def test_engine_seed_makes_unseeded_sampling_reproducible(llama_dir):
+    params = SamplingParams(temperature=1.0, max_tokens=16, ignore_eos=True)
+    runs = []
+    for seed in (5, 5, 6):
+        with Engine(model=str(llama_dir), seed=seed) as engine:
+            runs.append(engine.generate(["Paris is the capital of"], params)[0].outputs[0].token_ids)
+    assert runs[0] == runs[1] != runs[2]
