@@ -56,6 +56,7 @@ class Engine:
         self._handles: dict = {}      # request id -> stream until its caller has read the end
         self._new: List[RequestStream] = []
         self._aborts: List[str] = []
+        self._reset_cache = False
         self._cv = threading.Condition()
         self._ids = itertools.count()
         self._stopped = False
@@ -157,6 +158,13 @@ class Engine:
             self._aborts.append(request_id)
             self._cv.notify()
 
+    def reset_prefix_cache(self) -> None:
+        """Forget every cached prefix (blocks in use are untouched): the next read is cold.
+        Applied by the engine loop between steps."""
+        with self._cv:
+            self._reset_cache = True
+            self._cv.notify()
+
     def outputs(self, request_id: str) -> Iterator[RequestOutput]:
         """Incremental outputs of a submitted request; aborts it if the consumer stops early."""
         stream = self._handles.get(request_id)
@@ -207,12 +215,16 @@ class Engine:
                 self._ready.set()
             while True:
                 with self._cv:
-                    while not (self._stopped or self._new or self._aborts or self.scheduler.has_work()):
+                    while not (self._stopped or self._new or self._aborts or self._reset_cache
+                               or self.scheduler.has_work()):
                         self._cv.wait()
                     if self._stopped:
                         break
                     new, self._new = self._new, []
                     aborts, self._aborts = self._aborts, []
+                    reset, self._reset_cache = self._reset_cache, False
+                if reset:
+                    self.kv.reset_prefix_cache()
                 for stream in new:
                     self.scheduler.add(stream.request)
                 for request_id in aborts:

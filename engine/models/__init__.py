@@ -13,6 +13,3 @@ def model_class(hf_config):
                          f"Longread supports: {', '.join(sorted(_FAMILIES))}")
     return _FAMILIES[model_type]
 
-
-def supported_model_types():
-    return sorted(_FAMILIES)

@@ -98,3 +98,20 @@ def test_cached_prefix_probe_predicts_hit(llama_dir):
         predicted = engine.cached_prefix_tokens(prompt)
         actual = engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))[0].num_cached_tokens
         assert predicted == actual == 32
+
+
+def test_reset_prefix_cache_makes_the_next_read_cold(llama_dir):
+    import time
+    with Engine(model=str(llama_dir), block_size=8) as engine:
+        prompt = list(range(5, 45))
+        engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))
+        assert engine.cached_prefix_tokens(prompt) == 32
+        engine.reset_prefix_cache()
+        deadline = time.time() + 5
+        while engine.cached_prefix_tokens(prompt):
+            assert time.time() < deadline
+            time.sleep(0.01)
+        again = engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))[0]
+        assert again.num_cached_tokens == 0
+        stats = engine.stats()
+        assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
