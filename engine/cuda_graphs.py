@@ -13,7 +13,7 @@ from typing import Dict, List, Sequence
 import torch
 
 from .layers.attention import AttentionMetadata
-from .layers.triton_decode import choose_splits
+from .layers.triton_decode import choose_splits, paged_block_table
 from .models.step import StepContext
 from .models.workspace_forward import forward_workspace
 from .scheduler import ScheduledChunk
@@ -83,16 +83,13 @@ class DecodeGraphs:
         bucket = next(b for b in self.buckets if b >= batch)
         bs = self.runner.block_size
         ids, positions, slots, lens = [], [], [], []
-        width = 0
         for c in chunks:
             req = c.request
             ids.append(req.token_slice(c.start, c.end)[0])
             positions.append(c.start + req.mrope_delta)   # M-RoPE: generated tokens shift (0 for text)
             slots.append(req.block_ids[c.start // bs] * bs + c.start % bs)
             lens.append(c.start + 1)
-            width = max(width, len(req.block_ids))
-        table = torch.tensor([c.request.block_ids + [0] * (width - len(c.request.block_ids)) for c in chunks],
-                             dtype=torch.int32)
+        table = paged_block_table([c.request.block_ids for c in chunks])
         dev = self.runner.device
         # One host tensor, one copy: ids, positions, slots and lengths side by side.
         packed = torch.tensor([ids, positions, slots, lens], dtype=torch.long).to(dev, non_blocking=True)
@@ -100,7 +97,7 @@ class DecodeGraphs:
         self.positions[:batch].copy_(packed[1])
         self.slots[:batch].copy_(packed[2])
         self.lens[:batch].copy_(packed[3])
-        self.tables[:batch, :width].copy_(table.to(dev, non_blocking=True))
+        self.tables[:batch, :table.shape[1]].copy_(table.to(dev, non_blocking=True))
         self._reset_padding(batch)
         self.graphs[bucket].replay()
         return self.logits[bucket][:batch]

@@ -17,7 +17,7 @@ from typing import Callable, List, Optional, Tuple
 import torch
 
 from .attention import AttentionMetadata
-from .triton_decode import choose_splits, paged_decode_attention
+from .triton_decode import choose_splits, paged_block_table, paged_decode_attention
 
 log = logging.getLogger("longread.attention")
 
@@ -191,10 +191,7 @@ class CudaAttention:
         meta.extra["prefills"] = prefills
         meta.extra["decode"] = None
         if decode_rows:
-            width = max(len(t) for t in tables)
-            table = torch.zeros(len(tables), width, dtype=torch.int32)
-            for row, t in enumerate(tables):
-                table[row, :len(t)] = torch.tensor(t, dtype=torch.int32)
+            table = paged_block_table(tables)
             contiguous = decode_rows == list(range(decode_rows[0], decode_rows[0] + len(decode_rows)))
             rows = slice(decode_rows[0], decode_rows[0] + len(decode_rows)) if contiguous else \
                 torch.tensor(decode_rows, device=device)

@@ -69,6 +69,13 @@ def _paged_decode_kernel(
     tl.store(lse_ptr + split * stride_lse_split + seq * stride_lse_tok + heads, lse, mask=row_ok)
 
 
+def paged_block_table(tables) -> torch.Tensor:
+    """Block tables of a decode batch as one [B, width] int32 host tensor (zero padded),
+    built in a single call: this runs every decode step."""
+    width = max(len(t) for t in tables)
+    return torch.tensor([list(t) + [0] * (width - len(t)) for t in tables], dtype=torch.int32)
+
+
 def choose_splits(num_seqs: int, num_kv_heads: int, num_sms: int = 132) -> int:
     """Enough programs to cover the GPU about twice; depends on the batch shape only."""
     programs = num_seqs * num_kv_heads
