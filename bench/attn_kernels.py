@@ -1,10 +1,17 @@
-"""Which fused attention kernel to use for prefill pieces: first-call (plan build) and
-steady-state time per shape, TF/s, for cuDNN / flash / efficient on folded-GQA shapes.
+"""Which fused attention kernel to use for prefill pieces, and what each shape costs.
 
-    python -m bench.attn_kernels
+Per kernel (cuDNN, flash) and shape: first-call time (cuDNN builds a plan per new shape),
+steady-state time and TF/s, for (a) a GQA-folded query slice against a run of cached keys
+(unmasked), (b) a slice's own causal keys with expanded heads, (c) native GQA (28 query
+heads against 4 KV heads) if the kernel takes it, (d) a whole causal sequence in one call
+(what transformers runs), plus which way a causal mask aligns when there are more keys
+than queries, and the cost of one log-sum-exp merge (Triton vs torch).
+
+    python -m bench.attn_kernels [--slices 2048 4096] [--keys 8192 32768 65536 131072]
 """
 from __future__ import annotations
 
+import argparse
 import time
 
 import torch
@@ -13,41 +20,110 @@ from engine.layers.gpu_attention import KERNELS
 
 from .common import print_table, write_result
 
+H, KVH, D, SCALE = 28, 4, 128, 0.088
 
-def timed(fn):
+
+def timed(fn, reps=1):
     torch.cuda.synchronize()
     t = time.perf_counter()
-    fn()
+    for _ in range(reps):
+        fn()
     torch.cuda.synchronize()
-    return time.perf_counter() - t
+    return (time.perf_counter() - t) / reps
 
 
-def main():
+def measure(rows, kernel, part, fn, flops, **shape):
+    try:
+        first = timed(fn)
+        steady = min(timed(fn, 3) for _ in range(3))
+        rows.append({"kernel": kernel, "part": part, **shape, "first_ms": 1000 * first,
+                     "steady_ms": 1000 * steady, "tflops": flops / steady / 1e12})
+    except Exception as exc:                                 # not supported: say so
+        rows.append({"kernel": kernel, "part": part, **shape, "error": f"{type(exc).__name__}: {str(exc)[:120]}"})
+    print_table(rows[-1:], list(rows[-1]))
+
+
+def causal_alignment(name):
+    """'bottom-right' if query i of L attends keys [0, K-L+i], 'top-left' if [0, i]."""
+    g = torch.Generator(device="cpu").manual_seed(1)
+    q = torch.randn(1, 2, 64, 128, generator=g).cuda().bfloat16()
+    k, v = (torch.randn(1, 2, 192, 128, generator=g).cuda().bfloat16() for _ in range(2))
+    try:
+        out = KERNELS[name](q, k, v, True, SCALE)[0].float()
+    except Exception as exc:
+        return f"error {type(exc).__name__}: {str(exc)[:80]}"
+    s = torch.einsum("bhqd,bhkd->bhqk", q.float(), k.float()) * SCALE
+    rows, cols = torch.arange(64, device="cuda")[:, None], torch.arange(192, device="cuda")[None, :]
+    found = []
+    for label, allowed in (("bottom-right", cols <= rows + 128), ("top-left", cols <= rows)):
+        ref = torch.einsum("bhqk,bhkd->bhqd", s.masked_fill(~allowed, float("-inf")).softmax(-1), v.float())
+        if (out - ref).abs().max().item() < 2e-2:
+            found.append(label)
+    return ",".join(found) or "neither"
+
+
+def merge_costs(rows, length):
+    from engine.layers.attention import merge_attention_states
+    from engine.layers.triton_merge import kernel_part, merge_parts, rows_part
+    own = torch.randn(1, H, length, D, device="cuda", dtype=torch.bfloat16)
+    own_lse = torch.randn(1, H, length, device="cuda")
+    part = torch.randn(1, KVH, length * 7, D, device="cuda", dtype=torch.bfloat16)
+    part_lse = torch.randn(1, KVH, length * 7, device="cuda")
+    out = torch.empty(length, H, D, device="cuda", dtype=torch.bfloat16)
+    dummy = torch.empty(length, H, device="cuda")
+
+    def triton_merge():
+        merge_parts(kernel_part(own, own_lse, 1), kernel_part(part, part_lse, 7), rows_part(out, dummy),
+                    length, H, D, write_lse=False)
+
+    def torch_merge():
+        p = part[0].reshape(KVH, length, 7, D).permute(1, 0, 2, 3).reshape(length, H, D)
+        pl = part_lse[0].reshape(KVH, length, 7).permute(1, 0, 2).reshape(length, H)
+        out.copy_(merge_attention_states(own[0].transpose(0, 1).float(), own_lse[0].t(), p.float(), pl))
+    nbytes = 2 * own.numel() * 2 + out.numel() * 2
+    for label, fn in (("triton", triton_merge), ("torch", torch_merge)):
+        steady = min(timed(fn, 10) for _ in range(3))
+        rows.append({"kernel": label, "part": "lse-merge", "q": length, "steady_ms": 1000 * steady,
+                     "gbps": nbytes / steady / 1e9})
+        print_table(rows[-1:], list(rows[-1]))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--slices", type=int, nargs="+", default=[2048, 4096])
+    p.add_argument("--keys", type=int, nargs="+", default=[8192, 32768, 65536, 131072])
+    p.add_argument("--kernels", nargs="+", default=["cudnn", "flash"])
+    p.add_argument("--whole", type=int, nargs="*", default=[32768], help="one causal call over T tokens")
+    p.add_argument("--out-dir", default=None)
+    args = p.parse_args(argv)
     dev, dt = "cuda", torch.bfloat16
     rows = []
-    q = torch.randn(1, 4, 2048 * 7, 128, device=dev, dtype=dt)          # a folded 2048-token slice
-    kv = torch.randn(65536, 2, 4, 128, device=dev, dtype=dt)
-    for name in ("cudnn", "flash", "efficient"):
+    kv = torch.randn(max(args.keys), 2, KVH, D, device=dev, dtype=dt)
+    alignment = {name: causal_alignment(name) for name in args.kernels}
+    print("causal alignment with more keys than queries:", alignment)
+    for name in args.kernels:
         fn = KERNELS[name]
-        try:
-            for keys in (2048, 6144, 10240, 30720, 63488):
-                k = kv[:keys, 0].permute(1, 0, 2).unsqueeze(0)
-                v = kv[:keys, 1].permute(1, 0, 2).unsqueeze(0)
-                first = timed(lambda: fn(q, k, v, False, 0.088))
-                steady = min(timed(lambda: fn(q, k, v, False, 0.088)) for _ in range(5))
-                flops = 4 * q.shape[2] * keys * 4 * 128
-                rows.append({"kernel": name, "part": "prefix", "keys": keys, "first_ms": 1000 * first,
-                             "steady_ms": 1000 * steady, "tflops": flops / steady / 1e12})
-            qc = torch.randn(1, 28, 2048, 128, device=dev, dtype=dt)
-            kc = torch.randn(1, 28, 2048, 128, device=dev, dtype=dt)
-            first = timed(lambda: fn(qc, kc, kc, True, 0.088))
-            steady = min(timed(lambda: fn(qc, kc, kc, True, 0.088)) for _ in range(5))
-            rows.append({"kernel": name, "part": "own-causal", "keys": 2048, "first_ms": 1000 * first,
-                         "steady_ms": 1000 * steady, "tflops": 2 * 2048 * 2048 * 28 * 128 / steady / 1e12})
-        except Exception as exc:
-            rows.append({"kernel": name, "part": f"error {type(exc).__name__}: {str(exc)[:80]}"})
-    write_result("attn_kernels", "cuda", {"rows": rows})
-    print_table(rows, ["kernel", "part", "keys", "first_ms", "steady_ms", "tflops"])
+        for L in args.slices:
+            q = torch.randn(1, KVH, L * 7, D, device=dev, dtype=dt)
+            for keys in args.keys:
+                k, v = kv[:keys, 0].permute(1, 0, 2).unsqueeze(0), kv[:keys, 1].permute(1, 0, 2).unsqueeze(0)
+                measure(rows, name, "prefix-folded", lambda: fn(q, k, v, False, SCALE), 4 * L * 7 * keys * KVH * D,
+                        q=L, keys=keys)
+            qh = torch.randn(1, H, L, D, device=dev, dtype=dt)
+            kh = torch.randn(1, H, L, D, device=dev, dtype=dt)
+            measure(rows, name, "own-causal", lambda: fn(qh, kh, kh, True, SCALE), 2 * L * L * H * D, q=L, keys=L)
+            kg = kv[:32768, 0].permute(1, 0, 2).unsqueeze(0)
+            measure(rows, name, "prefix-native-gqa", lambda: fn(qh, kg, kg, False, SCALE), 4 * L * 32768 * H * D,
+                    q=L, keys=32768)
+        for T in args.whole:
+            qw = torch.randn(1, H, T, D, device=dev, dtype=dt)
+            kw = torch.randn(1, H, T, D, device=dev, dtype=dt)
+            measure(rows, name, "whole-causal", lambda: fn(qw, kw, kw, True, SCALE), 2 * T * T * H * D, q=T, keys=T)
+            del qw, kw
+    for L in args.slices:
+        merge_costs(rows, L)
+    write_result("attn_kernels", "cuda", {"causal_alignment": alignment, "rows": rows}, args.out_dir)
+    print_table(rows, ["kernel", "part", "q", "keys", "first_ms", "steady_ms", "tflops", "error"])
 
 
 if __name__ == "__main__":

@@ -70,19 +70,27 @@ def main(argv=None):
     parser.add_argument("--hf-lengths", type=int, nargs="*", default=[4096, 32768, 131072])
     parser.add_argument("--budget", type=int, default=8192, help="max_num_batched_tokens")
     parser.add_argument("--slice", type=int, default=2048, help="workspace_slice_tokens")
+    parser.add_argument("--query-slice", type=int, default=None, help="attention_query_slice")
+    parser.add_argument("--pieces", choices=["compact", "all"], default=None, help="canonical cuDNN key pieces")
     parser.add_argument("--question", type=int, default=32, help="tokens appended for the warm run")
     parser.add_argument("--layers", type=int, default=None, help="fewer layers for a quick check")
     parser.add_argument("--out-dir", default=None)
     args = parser.parse_args(argv)
 
+    if args.pieces:
+        from engine.layers import gpu_attention
+        gpu_attention.PIECES = args.pieces                                # bench-only knob turning
     peak = matmul_peak_tflops()
     overrides = {"num_hidden_layers": args.layers} if args.layers else {}
     hf = make_hf_model(**overrides)
     cfg = hf.config
     longest = max(args.lengths) + args.question + 64
+    startup = time.perf_counter()
     engine = make_engine(hf, max_model_len=longest, max_num_batched_tokens=args.budget,
-                         workspace_slice_tokens=args.slice, max_num_seqs=8,
+                         workspace_slice_tokens=args.slice, attention_query_slice=args.query_slice,
+                         max_num_seqs=8,
                          kv_cache_memory=int(kv_bytes_per_token(cfg) * longest * 1.02))
+    startup = time.perf_counter() - startup
     memory = engine.stats()["memory"]
     params = non_embedding_params(hf)
     engine.generate([random_prompt(3000, seed=1)], SamplingParams(max_tokens=2, temperature=0))   # warm-up
@@ -113,6 +121,8 @@ def main(argv=None):
                "non_embedding_params": params, "matmul_peak_tflops": peak,
                "attention_kernel": engine.runner.attention.kernel_name,
                "max_num_batched_tokens": args.budget, "workspace_slice_tokens": args.slice,
+               "attention_query_slice": engine.runner.attention.query_slice,
+               "canonical_pieces": len(engine.runner.attention.pieces), "startup_s": startup,
                "memory": memory, "rows": rows}
     engine.shutdown()
     write_result("prefill", "cuda", payload, args.out_dir)

@@ -21,7 +21,8 @@ class EngineConfig:
     enable_prefix_caching: bool = True
     attention_backend: str = "auto"      # "torch" (reference, exact), "cuda", or "auto"
     use_workspace: Optional[bool] = None # preallocated layer scratch; None = on for CUDA
-    workspace_slice_tokens: int = 2048   # norms/RoPE/MLP/attention queries run in slices this big
+    workspace_slice_tokens: int = 2048   # norms/RoPE/MLP run in slices this big
+    attention_query_slice: Optional[int] = None  # GPU prefill attention query slice; None = workspace_slice_tokens
     cuda_graphs: bool = True             # capture decode steps (CUDA only)
     seed: int = 0                        # seeds sampling for requests that set no seed
     # Upper bound on the time one step may take, in seconds (None = token budget only).

@@ -18,11 +18,15 @@ import torch
 
 from .attention import AttentionMetadata
 from .triton_decode import choose_splits, paged_block_table, paged_decode_attention
+from .triton_merge import Part, kernel_part, merge_parts, rows_part
 
 log = logging.getLogger("longread.attention")
 
 MAX_VIEW_RUNS = 16      # more fragmented than this: gather the keys instead
 MAX_PIECE = 65536       # longest key piece handed to cuDNN in one call
+# Canonical key pieces: "compact" = multiples of 4 query slices (+ the 3 shorter multiples of
+# a slice), fewer plans to build at start; "all" = every multiple of a slice, fewer pieces.
+PIECES = "compact"
 
 
 def _cudnn(q, k, v, causal, scale):
@@ -133,13 +137,17 @@ class CudaAttention:
         # Canonical key-piece lengths; only these (and the full causal slice) reach cuDNN:
         # multiples of one unit (4 slices) up to max_keys, and the multiples of a slice below
         # one unit. Any key run splits into at most two canonical pieces and a remainder.
-        self.unit = 4 * query_slice
+        self.unit = query_slice if PIECES == "all" else 4 * query_slice
         small = list(range(query_slice, self.unit, query_slice))
         # Pieces stop at MAX_PIECE keys: past ~128K keys cuDNN was measured to fall off its
         # fast path on an H200 (241K-token prefill 3.5x slower, +0.5 GiB workspace).
         big = list(range(self.unit, min(max(max_keys, self.unit), MAX_PIECE) + 1, self.unit))
         self.pieces = small + big
         self.device, self.dtype = device, dtype
+        # fp32 running result of a slice with several prefix pieces: allocated once, here,
+        # so prefill steps allocate nothing new for it.
+        self._acc = (torch.empty(query_slice, num_heads, head_dim, device=device, dtype=torch.float32),
+                     torch.empty(query_slice, num_heads, device=device, dtype=torch.float32))
         log.info("prefill attention: %s for canonical shapes, %s otherwise",
                  self.kernel_name, self.any_shape_kernel_name)
 
@@ -208,18 +216,25 @@ class CudaAttention:
         decode = meta.extra["decode"]
         if decode is not None:
             rows, table, lens, splits = decode
-            out[rows] = paged_decode_attention(q[rows], k_cache, v_cache, table, lens, self.scale,
-                                               meta.block_size, splits)
+            if isinstance(rows, slice):      # the decode rows are adjacent: write in place
+                paged_decode_attention(q[rows], k_cache, v_cache, table, lens, self.scale,
+                                       meta.block_size, splits, out=out[rows])
+            else:
+                out[rows] = paged_decode_attention(q[rows], k_cache, v_cache, table, lens, self.scale,
+                                                   meta.block_size, splits)
         for i, runs in meta.extra["prefills"]:
             s, n, start = meta.query_starts[i], meta.query_lens[i], meta.context_starts[i]
             for c0 in range(0, n, self.query_slice):
                 c1 = min(n, c0 + self.query_slice)
-                out[s + c0:s + c1] = self._prefill_slice(q[s + c0:s + c1], k_cache, v_cache, runs,
-                                                         start + c0, start + c1)
+                self._prefill_slice(q[s + c0:s + c1], k_cache, v_cache, runs, start + c0, start + c1,
+                                    out[s + c0:s + c1])
         return out
 
-    def _prefill_slice(self, q, k_cache, v_cache, runs, begin, end):
-        """Queries at positions [begin, end) attend to keys [0, end) (causal)."""
+    def _accumulator(self, rows: int) -> Part:
+        return rows_part(self._acc[0][:rows], self._acc[1][:rows])
+
+    def _prefill_slice(self, q, k_cache, v_cache, runs, begin, end, out):
+        """Queries at positions [begin, end) attend to keys [0, end) (causal); writes `out`."""
         length = end - begin
         full = length == self.query_slice
         own = runs_between(runs, begin, end)
@@ -227,40 +242,38 @@ class CudaAttention:
             slot, _ = own[0]
             k_own, v_own = k_cache[slot:slot + length], v_cache[slot:slot + length]
         else:
-            slots = torch.cat([torch.arange(s, s + n) for s, n in own]).to(k_cache.device)
-            k_own, v_own = k_cache.index_select(0, slots), v_cache.index_select(0, slots)
+            k_own, v_own = self._gather(k_cache, v_cache, own)
         q_heads = q.transpose(0, 1).unsqueeze(0)                          # [1, H, L, D]
         expand = lambda x: x.transpose(0, 1).repeat_interleave(self.group, 0).unsqueeze(0)
         kernel = self.canonical_kernel if full else self.any_shape_kernel
         o, lse = kernel(q_heads, expand(k_own), expand(v_own), True, self.scale)
-        o, lse = o[0].transpose(0, 1), lse.reshape(self.num_heads, -1)[:, :length].t()   # [L,H,D], [L,H]
-        if begin == 0:
-            return o
-        o = o.float()
-        for part_o, part_lse in self._prefix(q, k_cache, v_cache, runs_between(runs, 0, begin), full):
-            # Log-sum-exp merge, in place to keep temporaries to one slice-sized buffer.
-            new_lse = torch.logaddexp(lse, part_lse)
-            o.mul_((lse - new_lse).exp_().unsqueeze(-1))
-            o.add_(part_o.float().mul_((part_lse - new_lse).exp_().unsqueeze(-1)))
-            lse = new_lse
-        return o.to(q.dtype)
+        pieces = self._prefix_pieces(k_cache, v_cache, runs_between(runs, 0, begin)) if begin else []
+        if not pieces:
+            out.copy_(o[0].transpose(0, 1))
+            return
+        acc = kernel_part(o, lse, 1)
+        folded = q.view(length, self.num_kv_heads, self.group, self.head_dim).permute(1, 0, 2, 3) \
+                  .reshape(1, self.num_kv_heads, length * self.group, self.head_dim)
+        for index, (keys, values, canonical) in enumerate(pieces):
+            kernel = self.canonical_kernel if (canonical and full) else self.any_shape_kernel
+            part_o, part_lse = kernel(folded, keys, values, False, self.scale)
+            last = index == len(pieces) - 1
+            target = rows_part(out, acc.lse) if last else self._accumulator(length)
+            merge_parts(acc, kernel_part(part_o, part_lse, self.group), target, length, self.num_heads,
+                        self.head_dim, write_lse=not last)
+            acc = target
 
-    def _prefix(self, q, k_cache, v_cache, runs, full_slice: bool):
-        """Attention of q to the keys in `runs`, unmasked, GQA folded: (out, lse) per key piece."""
-        L = q.shape[0]
-        folded = q.view(L, self.num_kv_heads, self.group, self.head_dim).permute(1, 0, 2, 3) \
-                  .reshape(1, self.num_kv_heads, L * self.group, self.head_dim)
+    @staticmethod
+    def _gather(k_cache, v_cache, runs):
+        slots = torch.cat([torch.arange(s, s + n) for s, n in runs]).to(k_cache.device)
+        return k_cache.index_select(0, slots), v_cache.index_select(0, slots)
+
+    def _prefix_pieces(self, k_cache, v_cache, runs):
+        """The unmasked keys before a slice as (keys, values, canonical) pieces, each a
+        [1, KV heads, n, D] view of the cache (a gathered copy if the cache is too fragmented)."""
         if len(runs) > MAX_VIEW_RUNS:
-            slots = torch.cat([torch.arange(s, s + n) for s, n in runs]).to(k_cache.device)
-            k_all, v_all = k_cache.index_select(0, slots), v_cache.index_select(0, slots)
-            k_cache, v_cache, runs = k_all, v_all, [(0, k_all.shape[0])]
-        for slot, n, canonical in self.split_pieces(runs):
-            kernel = self.canonical_kernel if (canonical and full_slice) else self.any_shape_kernel
-            keys, values = k_cache[slot:slot + n], v_cache[slot:slot + n]
-            o, lse = kernel(folded, keys.permute(1, 0, 2).unsqueeze(0), values.permute(1, 0, 2).unsqueeze(0),
-                            False, self.scale)
-            o = o.reshape(self.num_kv_heads, L, self.group, self.head_dim).permute(1, 0, 2, 3) \
-                 .reshape(L, self.num_heads, self.head_dim)
-            lse = lse.reshape(self.num_kv_heads, -1)[:, :L * self.group] \
-                     .reshape(self.num_kv_heads, L, self.group).permute(1, 0, 2).reshape(L, self.num_heads)
-            yield o, lse.float()
+            k_cache, v_cache = self._gather(k_cache, v_cache, runs)
+            runs = [(0, k_cache.shape[0])]
+        view = lambda cache, slot, n: cache[slot:slot + n].permute(1, 0, 2).unsqueeze(0)
+        return [(view(k_cache, slot, n), view(v_cache, slot, n), canonical)
+                for slot, n, canonical in self.split_pieces(runs)]

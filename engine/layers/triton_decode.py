@@ -82,18 +82,37 @@ def choose_splits(num_seqs: int, num_kv_heads: int, num_sms: int = 132) -> int:
     return max(1, min(32, triton.cdiv(2 * num_sms, programs)))
 
 
+@triton.jit
+def _reduce_splits_kernel(part_ptr, lse_ptr, out_ptr, stride_part_split, stride_part_tok, stride_part_head,
+                          stride_lse_split, stride_lse_tok, stride_out_tok, stride_out_head,
+                          NUM_SPLITS: tl.constexpr, SPLITS_PAD: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """Log-sum-exp combination of a (sequence, head)'s splits, written in the output dtype."""
+    tok = tl.program_id(0)
+    head = tl.program_id(1)
+    splits = tl.arange(0, SPLITS_PAD)
+    ok = splits < NUM_SPLITS
+    lse = tl.load(lse_ptr + splits * stride_lse_split + tok * stride_lse_tok + head, mask=ok,
+                  other=float("-inf"))
+    m = tl.max(lse, 0)
+    weights = tl.exp(lse - m)                            # empty splits (-inf) weigh 0
+    dims = tl.arange(0, HEAD_DIM)
+    parts = tl.load(part_ptr + splits[:, None] * stride_part_split + tok * stride_part_tok
+                    + head * stride_part_head + dims[None, :], mask=ok[:, None], other=0.0)
+    out = tl.sum(parts * weights[:, None], 0) / tl.sum(weights, 0)
+    tl.store(out_ptr + tok * stride_out_tok + head * stride_out_head + dims, out.to(out_ptr.dtype.element_ty))
+
+
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            block_tables: torch.Tensor, context_lens: torch.Tensor, scale: float,
-                           block_size: int, num_splits: int, partial_out: torch.Tensor = None,
-                           partial_lse: torch.Tensor = None) -> torch.Tensor:
+                           block_size: int, num_splits: int, out: torch.Tensor = None) -> torch.Tensor:
     """q: [B, H, D]; caches [slots, KVH, D]; block_tables [B, max_blocks] int32;
-    context_lens [B] int32 (keys to attend, including the current token). Returns [B, H, D]."""
+    context_lens [B] int32 (keys to attend, including the current token). Writes and
+    returns out [B, H, D] (q's dtype; any row/head strides, last dim contiguous)."""
     num_seqs, num_heads, head_dim = q.shape
     num_kv_heads = k_cache.shape[1]
     group = num_heads // num_kv_heads
-    if partial_out is None:
-        partial_out = torch.empty(num_splits, num_seqs, num_heads, head_dim, device=q.device, dtype=torch.float32)
-        partial_lse = torch.empty(num_splits, num_seqs, num_heads, device=q.device, dtype=torch.float32)
+    partial_out = torch.empty(num_splits, num_seqs, num_heads, head_dim, device=q.device, dtype=torch.float32)
+    partial_lse = torch.empty(num_splits, num_seqs, num_heads, device=q.device, dtype=torch.float32)
     grid = (num_seqs, num_kv_heads, num_splits)
     _paged_decode_kernel[grid](
         q, k_cache, v_cache, block_tables, context_lens, partial_out, partial_lse,
@@ -103,9 +122,10 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim,
         BLOCK_SIZE=block_size, BLOCK_N=64 if head_dim <= 128 else 32, NUM_SPLITS=num_splits,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32")   # fp32 stays exact (no TF32)
-    if num_splits == 1:
-        return partial_out[0].to(q.dtype)
-    lse_max = partial_lse.max(dim=0).values
-    weights = torch.exp(partial_lse - lse_max)                         # [S, B, H]; empty -> 0
-    out = (partial_out * weights.unsqueeze(-1)).sum(0) / weights.sum(0).unsqueeze(-1)
-    return out.to(q.dtype)
+    if out is None:
+        out = torch.empty_like(q)
+    _reduce_splits_kernel[(num_seqs, num_heads)](
+        partial_out, partial_lse, out, partial_out.stride(0), partial_out.stride(1), partial_out.stride(2),
+        partial_lse.stride(0), partial_lse.stride(1), out.stride(0), out.stride(1),
+        NUM_SPLITS=num_splits, SPLITS_PAD=max(2, triton.next_power_of_2(num_splits)), HEAD_DIM=head_dim)
+    return out

@@ -2,6 +2,7 @@
 
 * add_rmsnorm: x += residual_in (optional), out = RMSNorm(x) * weight — per row, fp32 math.
 * rope_inplace: rotate q and k in place (rotate-half convention) from the step's cos/sin rows.
+* silu_mul: act = silu(gate) * up from the MLP's fused [gate | up] rows (one read, one write).
 Both work on strided views (rows of the workspace's qkv buffer), so nothing is copied.
 """
 from __future__ import annotations
@@ -68,3 +69,25 @@ def rope_inplace(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
     grid = (tokens, triton.cdiv(heads, block_h))
     _rope_kernel[grid](x, cos, sin, x.stride(0), x.stride(1), cos.stride(0), heads,
                        HALF=head_dim // 2, BLOCK_H=block_h)
+
+
+@triton.jit
+def _silu_mul_kernel(gate_up_ptr, out_ptr, stride_in, stride_out, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = cols < n_cols
+    gate = tl.load(gate_up_ptr + row * stride_in + cols, mask=ok, other=0.0)
+    up = tl.load(gate_up_ptr + row * stride_in + n_cols + cols, mask=ok, other=0.0)
+    g = gate.to(tl.float32)
+    silu = (g / (1.0 + tl.exp(-g))).to(gate.dtype)           # round like torch: silu, cast, multiply
+    tl.store(out_ptr + row * stride_out + cols, silu * up, mask=ok)
+
+
+def silu_mul(gate_up: torch.Tensor, out: torch.Tensor) -> None:
+    """gate_up: [T, 2I] (gate then up), out: [T, I]."""
+    rows, cols = out.shape
+    if rows == 0:
+        return
+    block = 1024
+    _silu_mul_kernel[(rows, triton.cdiv(cols, block))](gate_up, out, gate_up.stride(0), out.stride(0), cols,
+                                                        BLOCK=block)

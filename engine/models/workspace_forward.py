@@ -48,6 +48,10 @@ class _TorchOps:
     def rope(self, x, cos, sin):
         rotate_inplace(x, cos, sin, self.ws)
 
+    def silu_mul(self, gate_up, out):
+        gate, up = gate_up.split(out.shape[-1], dim=-1)
+        torch.mul(F.silu(gate, inplace=True), up, out=out)
+
 
 class _TritonOps:
     """The same steps as single fused Triton launches (GPU path)."""
@@ -61,6 +65,9 @@ class _TritonOps:
 
     def rope(self, x, cos, sin):
         self.k.rope_inplace(x, cos, sin)
+
+    def silu_mul(self, gate_up, out):
+        self.k.silu_mul(gate_up, out)
 
 
 def elementwise_ops(step: StepContext, ws: Workspace, head_dim: int):
@@ -100,8 +107,7 @@ def forward_workspace(model, input_ids: torch.Tensor, step: StepContext, ws: Wor
         for a, b in ws.slices(T):
             gate_up, act = ws.gate_up[:b - a], ws.act[:b - a]
             linear_into(h[a:b], mlp.gate_up_proj, gate_up)
-            gate, up = gate_up.split(mlp.intermediate, dim=-1)
-            torch.mul(F.silu(gate, inplace=True), up, out=act)
+            ops.silu_mul(gate_up, act)
             linear_into(act, mlp.down_proj, ws.sublayer_out[a:b])
         pending = ws.sublayer_out[:T]
     x.add_(pending)

@@ -64,3 +64,47 @@ def test_keys_are_cut_into_canonical_pieces():
         (100, 32, True), (132, 12, True), (144, 1, False), (7, 3, False), (50, 12, True)]
     assert attention.split_pieces([(0, 90)]) == [(0, 32, True), (32, 32, True), (64, 16, True),
                                                  (80, 8, True), (88, 2, False)]
+
+
+def test_merge_kernel_reads_folded_layouts_and_matches_logaddexp():
+    from engine.layers.attention import merge_attention_states
+    from engine.layers.triton_merge import kernel_part, merge_parts, rows_part
+    gen = torch.Generator().manual_seed(3)
+    L, kvh, group, D = 5, 2, 3, 16
+    H = kvh * group
+    own, own_lse = torch.randn(1, H, L, D, generator=gen), torch.randn(1, H, L, generator=gen)
+    folded = torch.randn(1, kvh, L * group, D, generator=gen)
+    folded_lse = torch.randn(1, kvh, L * group + 4, generator=gen)        # padded, like flash's
+    unfold = lambda x: x.reshape(kvh, L, group, -1).permute(1, 0, 2, 3).reshape(L, H, -1)
+    b_rows, b_lse = unfold(folded[0]), unfold(folded_lse[0, :, :L * group, None])[..., 0]
+    expected = merge_attention_states(own[0].transpose(0, 1), own_lse[0].t(), b_rows, b_lse)
+    expected_lse = torch.logaddexp(own_lse[0].t(), b_lse)
+    out, out_lse = torch.full((L, H, D), float("nan")), torch.full((L, H), float("nan"))
+    merge_parts(kernel_part(own, own_lse, 1), kernel_part(folded, folded_lse, group),
+                rows_part(out, out_lse), L, H, D)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out_lse, expected_lse, rtol=1e-5, atol=1e-5)
+
+
+def test_prefill_slices_over_fragmented_pieces_match_reference():
+    """Several prefix pieces per slice (canonical, remainder, gathered) merge exactly."""
+    from engine.layers.attention import AttentionMetadata, TorchAttention
+    from engine.layers.gpu_attention import CudaAttention
+    gen = torch.Generator().manual_seed(5)
+    H, kvh, D, bs = 6, 2, 16, 4
+    cuda_like = CudaAttention(H, kvh, D, D ** -0.5, "cpu", torch.float32, query_slice=4, max_keys=64)
+    reference = TorchAttention(H, kvh, D, D ** -0.5)
+    k_cache, v_cache = torch.randn(200, kvh, D, generator=gen), torch.randn(200, kvh, D, generator=gen)
+    # 45 cached positions in runs of 7, 2 and 3 blocks, then a 7-token chunk.
+    table = [10, 11, 12, 13, 14, 15, 16, 30, 31, 3, 4, 5, 40, 41]
+    start, n = 45, 7
+    q, k, v = (torch.randn(n, h, D, generator=gen) for h in (H, kvh, kvh))
+    slots = torch.tensor([table[p // bs] * bs + p % bs for p in range(start, start + n)])
+    outs = []
+    for backend in (cuda_like, reference):
+        caches = (k_cache.clone(), v_cache.clone())
+        meta = AttentionMetadata([0], [n], [start], slots, [table], bs)
+        backend.prepare(meta, "cpu")
+        outs.append(backend.forward(q, k, v, caches, meta))
+    assert len(cuda_like.split_pieces(runs_between(block_runs(table, 0, 48, bs), 0, 48))) >= 3
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-4)

@@ -1,0 +1,101 @@
+"""Where a decode step's time goes with N users decoding: wall time per engine step, GPU
+time of one CUDA-graph replay, the kernels of one eager step, and the Python side.
+
+    python -m bench.profile_decode --users 1 32 --context 2048
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from engine import SamplingParams
+from engine.output_processor import RequestStream
+from engine.request import Request
+
+from .common import print_table, write_result
+from .gpu_model import kv_bytes_per_token, make_engine, make_hf_model, random_prompt
+
+
+def add_users(engine, users, context, tag):
+    for i in range(users):
+        request = Request(f"{tag}-{i}", random_prompt(context, seed=7000 + i),
+                          SamplingParams(max_tokens=100000, temperature=0, ignore_eos=True))
+        engine._streams[request.request_id] = RequestStream(request, engine.tokenizer, engine.max_model_len)
+        engine.scheduler.add(request)
+    while any(r.num_computed_tokens < r.num_prompt_tokens for r in engine.scheduler.running) \
+            or engine.scheduler.waiting:
+        engine.step()
+
+
+def clear(engine):
+    for stream in list(engine._streams.values()):
+        engine._finish(stream, "abort")
+
+
+def gpu_replay_ms(engine, users):
+    graphs = engine.runner.graphs
+    bucket = next(b for b in graphs.buckets if b >= users)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    graphs.graphs[bucket].replay()
+    start.record()
+    for _ in range(20):
+        graphs.graphs[bucket].replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 20
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--users", type=int, nargs="+", default=[1, 32])
+    p.add_argument("--context", type=int, default=2048)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--layers", type=int, default=None)
+    p.add_argument("--rows", type=int, default=25)
+    p.add_argument("--out-dir", default=None)
+    args = p.parse_args(argv)
+    hf = make_hf_model(**({"num_hidden_layers": args.layers} if args.layers else {}))
+    capacity = max(args.users) * (args.context + 4 * args.steps + 256)
+    engine = make_engine(hf, max_model_len=args.context + 4096, max_num_batched_tokens=8192, max_num_seqs=64,
+                         kv_cache_memory=int(kv_bytes_per_token(hf.config) * capacity * 1.1))
+    del hf
+    engine.shutdown()                                   # stop the loop; this thread steps by hand
+    rows = []
+    for users in args.users:
+        add_users(engine, users, args.context, f"u{users}")
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(args.steps):
+            engine.step()
+        torch.cuda.synchronize()
+        step_ms = 1000 * (time.perf_counter() - t) / args.steps
+        replay_ms = gpu_replay_ms(engine, users)
+        row = {"users": users, "step_ms": step_ms, "graph_replay_ms": replay_ms,
+               "host_ms_not_overlapped": step_ms - replay_ms, "tok_s": users / step_ms * 1000}
+        rows.append(row)
+        print_table([row], list(row))
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(10):
+            engine.step()
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
+        graphs, engine.runner.graphs = engine.runner.graphs, None      # one eager step: kernel table
+        engine.step()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            engine.step()
+            torch.cuda.synchronize()
+        engine.runner.graphs = graphs
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.rows, max_name_column_width=70))
+        clear(engine)
+    write_result("profile_decode", "cuda", {"context": args.context, "rows": rows}, args.out_dir)
+    print_table(rows, list(rows[0]))
+
+
+if __name__ == "__main__":
+    main()
