@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from engine.layers.gpu_attention import KERNELS
+from engine.layers.attention_kernels import KERNELS
 
 from .common import print_table, write_result
 
@@ -64,23 +64,18 @@ def causal_alignment(name):
 
 def merge_costs(rows, length):
     from engine.layers.attention import merge_attention_states
-    from engine.layers.triton_merge import kernel_part, merge_parts, rows_part
+    from engine.layers.triton_merge import Part, merge_parts
     own = torch.randn(1, H, length, D, device="cuda", dtype=torch.bfloat16)
-    own_lse = torch.randn(1, H, length, device="cuda")
-    part = torch.randn(1, KVH, length * 7, D, device="cuda", dtype=torch.bfloat16)
-    part_lse = torch.randn(1, KVH, length * 7, device="cuda")
+    part = torch.randn(1, H, length, D, device="cuda", dtype=torch.bfloat16)
+    lse_a, lse_b = torch.randn(1, H, length, device="cuda"), torch.randn(1, H, length, device="cuda")
     out = torch.empty(length, H, D, device="cuda", dtype=torch.bfloat16)
-    dummy = torch.empty(length, H, device="cuda")
 
     def triton_merge():
-        merge_parts(kernel_part(own, own_lse, 1), kernel_part(part, part_lse, 7), rows_part(out, dummy),
-                    length, H, D, write_lse=False)
+        merge_parts(Part.of_kernel(own, lse_a), Part.of_kernel(part, lse_b), Part(out, lse_a[0].t()), write_lse=False)
 
     def torch_merge():
-        p = part[0].reshape(KVH, length, 7, D).permute(1, 0, 2, 3).reshape(length, H, D)
-        pl = part_lse[0].reshape(KVH, length, 7).permute(1, 0, 2).reshape(length, H)
-        out.copy_(merge_attention_states(own[0].transpose(0, 1).float(), own_lse[0].t(), p.float(), pl))
-    nbytes = 2 * own.numel() * 2 + out.numel() * 2
+        out.copy_(merge_attention_states(own[0].float(), lse_a[0], part[0].float(), lse_b[0]).transpose(0, 1))
+    nbytes = 3 * own.numel() * 2
     for label, fn in (("triton", triton_merge), ("torch", torch_merge)):
         steady = min(timed(fn, 10) for _ in range(3))
         rows.append({"kernel": label, "part": "lse-merge", "q": length, "steady_ms": 1000 * steady,

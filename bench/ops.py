@@ -117,6 +117,25 @@ def case(name, args, dev, dtype):
     raise ValueError(name)
 
 
+def sweep_decode(args, dev, dtype):
+    """Paged decode attention at batch x context for several launch shapes (bytes/s of KV read)."""
+    from engine.layers import triton_decode
+    rows = []
+    for batch, context in ((args.batch, args.context), (1, args.context), (8, args.context)):
+        args.batch, args.context = batch, context
+        for per_sm in (1, 2, 4, 8):
+            for warps in (2, 4, 8):
+                triton_decode.PROGRAMS_PER_SM, triton_decode.NUM_WARPS = per_sm, warps
+                ours, ref, _ = case("attention_decode", args, dev, dtype)
+                err = rel_err(ours(), ref()) if per_sm == 1 and warps == 4 else None
+                seconds = timeit(ours, args.device, reps=50)
+                kv_bytes = batch * context * 2 * args.kv_heads * args.head_dim * 2
+                rows.append({"batch": batch, "context": context, "programs_per_sm": per_sm, "warps": warps,
+                             "us": seconds * 1e6, "kv_gbps": kv_bytes / seconds / 1e9, "rel_err": err})
+                print_table(rows[-1:], list(rows[-1]))
+    write_result("ops_decode_sweep", args.device, {"dtype": str(dtype), "rows": rows}, args.out_dir)
+
+
 @torch.inference_mode()
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -134,6 +153,8 @@ def main(argv=None):
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--vocab", type=int, default=152064)
     p.add_argument("--kernel", default=None, help="GPU prefill kernel: cudnn, flash, efficient, math")
+    p.add_argument("--sweep-decode", action="store_true",
+                   help="attention_decode at several programs-per-SM and warp counts")
     p.add_argument("--out-dir", default=None)
     args = p.parse_args(argv)
     dev = torch.device(args.device)
@@ -142,6 +163,8 @@ def main(argv=None):
     args.tokens = args.tokens or (8192 if gpu else 512)
     args.context = args.context or (32768 if gpu else 2048)
     rows = []
+    if args.sweep_decode:
+        return sweep_decode(args, dev, dtype)
     for name in OPS if args.op == "all" else [args.op]:
         ours, ref, work = case(name, args, dev, dtype)
         err = rel_err(ours(), ref())

@@ -71,15 +71,11 @@ def main(argv=None):
     parser.add_argument("--budget", type=int, default=8192, help="max_num_batched_tokens")
     parser.add_argument("--slice", type=int, default=2048, help="workspace_slice_tokens")
     parser.add_argument("--query-slice", type=int, default=None, help="attention_query_slice")
-    parser.add_argument("--pieces", choices=["compact", "all"], default=None, help="canonical cuDNN key pieces")
     parser.add_argument("--question", type=int, default=32, help="tokens appended for the warm run")
     parser.add_argument("--layers", type=int, default=None, help="fewer layers for a quick check")
     parser.add_argument("--out-dir", default=None)
     args = parser.parse_args(argv)
 
-    if args.pieces:
-        from engine.layers import gpu_attention
-        gpu_attention.PIECES = args.pieces                                # bench-only knob turning
     peak = matmul_peak_tflops()
     overrides = {"num_hidden_layers": args.layers} if args.layers else {}
     hf = make_hf_model(**overrides)

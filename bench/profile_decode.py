@@ -37,6 +37,41 @@ def clear(engine):
         engine._finish(stream, "abort")
 
 
+def phase_times(engine, steps):
+    """Host wall time per step spent in each phase (timers wrapped around engine methods)."""
+    totals = {}
+
+    def timed(owner, attr, label):
+        fn = getattr(owner, attr)
+
+        def wrapper(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                totals[label] = totals.get(label, 0.0) + time.perf_counter() - t
+        setattr(owner, attr, wrapper)
+        return fn
+    runner, graphs = engine.runner, engine.runner.graphs
+    originals = [(engine.scheduler, "schedule", timed(engine.scheduler, "schedule", "schedule")),
+                 (runner, "execute", timed(runner, "execute", "execute (prep+replay+sample)")),
+                 (graphs.graphs[next(b for b in graphs.buckets if b >= len(engine.scheduler.running))], "replay", None),
+                 (runner, "_sample", timed(runner, "_sample", "sample (waits for the GPU)"))]
+    bucket_graph = originals[2][0]
+    originals[2] = (bucket_graph, "replay", timed(bucket_graph, "replay", "graph replay call"))
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(steps):
+        engine.step()
+    torch.cuda.synchronize()
+    total = time.perf_counter() - t
+    for owner, attr, fn in originals:
+        setattr(owner, attr, fn)
+    result = {label: 1000 * v / steps for label, v in totals.items()}
+    result["step total"] = 1000 * total / steps
+    return result
+
+
 def gpu_replay_ms(engine, users):
     graphs = engine.runner.graphs
     bucket = next(b for b in graphs.buckets if b >= users)
@@ -77,8 +112,10 @@ def main(argv=None):
         replay_ms = gpu_replay_ms(engine, users)
         row = {"users": users, "step_ms": step_ms, "graph_replay_ms": replay_ms,
                "host_ms_not_overlapped": step_ms - replay_ms, "tok_s": users / step_ms * 1000}
+        row["phases_ms"] = phase_times(engine, args.steps)
         rows.append(row)
-        print_table([row], list(row))
+        print_table([row], [c for c in row if c != "phases_ms"])
+        print("host phases (ms/step):", {k: round(v, 3) for k, v in row["phases_ms"].items()})
         profiler = cProfile.Profile()
         profiler.enable()
         for _ in range(10):
@@ -94,7 +131,7 @@ def main(argv=None):
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.rows, max_name_column_width=70))
         clear(engine)
     write_result("profile_decode", "cuda", {"context": args.context, "rows": rows}, args.out_dir)
-    print_table(rows, list(rows[0]))
+    print_table(rows, [c for c in rows[0] if c != "phases_ms"])
 
 
 if __name__ == "__main__":

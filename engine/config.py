@@ -22,7 +22,7 @@ class EngineConfig:
     attention_backend: str = "auto"      # "torch" (reference, exact), "cuda", or "auto"
     use_workspace: Optional[bool] = None # preallocated layer scratch; None = on for CUDA
     workspace_slice_tokens: int = 2048   # norms/RoPE/MLP run in slices this big
-    attention_query_slice: Optional[int] = None  # GPU prefill attention query slice; None = workspace_slice_tokens
+    attention_query_slice: Optional[int] = None  # GPU prefill attention runs in query slices; None = 4096
     cuda_graphs: bool = True             # capture decode steps (CUDA only)
     seed: int = 0                        # seeds sampling for requests that set no seed
     # Upper bound on the time one step may take, in seconds (None = token budget only).

@@ -207,10 +207,8 @@ class Engine:
     # --- engine loop ---------------------------------------------------------------------
     def _loop(self) -> None:
         try:
-            warm_up = getattr(self.runner.attention, "warm_up", None)
             try:
-                if warm_up is not None:
-                    warm_up()             # per-thread kernel plans belong to this thread
+                self.runner.warm_up()     # per-thread kernel plans belong to this thread
             finally:
                 self._ready.set()
             while True:

@@ -123,7 +123,7 @@ def make_attention(config: EngineConfig, model, device: torch.device, dtype: tor
     if name == "cuda":
         from .layers.gpu_attention import CudaAttention       # imports Triton: GPU hosts only
         return CudaAttention(heads, kv_heads, head_dim, head_dim ** -0.5, device, dtype,
-                             query_slice=config.attention_query_slice or config.workspace_slice_tokens, max_keys=max_model_len)
+                             query_slice=min(config.attention_query_slice or 4096, config.max_num_batched_tokens), max_keys=max_model_len)
     raise ValueError(f"unknown attention_backend {name!r} (torch, cuda or auto)")
 
 

@@ -38,6 +38,18 @@ class ModelRunner:
         self.multimodal = None          # vision models: a VisionInputs (vision_inputs.py)
         self.generator = torch.Generator().manual_seed(seed)   # for requests without a seed
 
+    def warm_up(self) -> None:
+        """Let the attention backend build its kernel plans on this layer's cache and the
+        workspace's query rows (call on the thread that will run the steps)."""
+        warm = getattr(self.attention, "warm_up", None)
+        if warm is None:
+            return
+        heads, kv_heads, head_dim = self.model.dims
+        rows = self.workspace.qkv if self.workspace is not None else \
+            torch.zeros(self.attention.query_slice, (heads + 2 * kv_heads) * head_dim, device=self.device,
+                        dtype=self.dtype)
+        warm(self.kv_caches[0], rows)
+
     def enable_cuda_graphs(self, max_batch: int, max_model_len: int) -> None:
         from .cuda_graphs import DecodeGraphs
         self.graphs = DecodeGraphs(self, max_batch, -(-max_model_len // self.block_size))

@@ -1,89 +1,31 @@
 """GPU attention backend over the paged KV cache.
 
-Prefill chunks: queries are processed in sub-chunks of `query_slice` tokens. Each
-sub-chunk attends to (a) everything before it — the cached prefix and earlier sub-chunks,
-already written to the cache — without a mask, and (b) its own keys causally; the parts are
-merged by log-sum-exp. (a) is read from the cache as zero-copy views of runs of
-consecutive blocks, and GQA is handled by folding the G query heads of each KV head into
-the query length (legal because (a) has no mask), so keys are never expanded. (b) is small
-and uses expanded heads. The fused kernel is torch's cuDNN (or flash) SDPA, probed at start.
+Prefill chunks: queries are processed in slices of `query_slice` tokens. Each slice attends
+to (a) its own keys, causally, and (b) everything before it — the cached prefix and earlier
+slices, already written to the cache — without a mask; the parts are merged by
+log-sum-exp (triton_merge.py). Keys are zero-copy views of runs of consecutive cache
+blocks, queries a view of the workspace, and GQA is the kernel's (no head is expanded or
+folded when the kernel takes GQA natively). Fused kernels: attention_kernels.py.
 Decodes: one Triton launch for every decoding sequence (triton_decode.py).
 """
 from __future__ import annotations
 
 import logging
-from typing import Callable, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 
 from .attention import AttentionMetadata
+from .attention_kernels import Kernel, _math, probe_kernels
 from .triton_decode import choose_splits, paged_block_table, paged_decode_attention
-from .triton_merge import Part, kernel_part, merge_parts, rows_part
+from .triton_merge import Part, merge_parts
 
 log = logging.getLogger("longread.attention")
 
 MAX_VIEW_RUNS = 16      # more fragmented than this: gather the keys instead
-MAX_PIECE = 65536       # longest key piece handed to cuDNN in one call
-# Canonical key pieces: "compact" = multiples of 4 query slices (+ the 3 shorter multiples of
-# a slice), fewer plans to build at start; "all" = every multiple of a slice, fewer pieces.
-PIECES = "compact"
-
-
-def _cudnn(q, k, v, causal, scale):
-    out = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False, scale=scale)
-    return out[0], out[1]
-
-
-def _flash(q, k, v, causal, scale):
-    out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
-    return out[0], out[1]
-
-
-def _efficient(q, k, v, causal, scale):
-    out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, causal, scale=scale)
-    return out[0], out[1]
-
-
-def _reference(q, k, v, causal, scale):
-    s = torch.einsum("bhqd,bhkd->bhqk", q.float(), k.float()) * scale
-    if causal:
-        s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf"))
-    return torch.einsum("bhqk,bhkd->bhqd", s.softmax(-1), v.float()), torch.logsumexp(s, -1)
-
-
-def _math(q, k, v, causal, scale):
-    out, lse = _reference(q, k, v, causal, scale)
-    return out.to(q.dtype), lse
-
-
-# "math" is exact and runs anywhere: it lets CPU tests drive this backend's logic.
-KERNELS = {"cudnn": _cudnn, "flash": _flash, "efficient": _efficient, "math": _math}
-
-
-def probe_kernels(device, dtype, preferred: Optional[str] = None) -> List[Tuple[str, Callable]]:
-    """Fused kernels that run here on strided (cache-view) inputs and match the math, best first."""
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    names = [preferred] if preferred else ["cudnn", "flash", "efficient"]
-    found = []
-    for name in names:
-        try:
-            q = torch.randn(1, 2, 96, 128, generator=gen).to(device, dtype)
-            kv = torch.randn(200, 2, 2, 128, generator=gen).to(device, dtype)  # [slots, k/v, heads, dim]
-            k, v = kv[:130, 0].permute(1, 0, 2).unsqueeze(0), kv[:130, 1].permute(1, 0, 2).unsqueeze(0)
-            for causal in (False, True):
-                kk, vv = (k[:, :, :96], v[:, :, :96]) if causal else (k, v)
-                out, lse = KERNELS[name](q, kk, vv, causal, 0.088)
-                ref_out, ref_lse = _reference(q, kk, vv, causal, 0.088)
-                lse = lse.reshape(ref_lse.shape[0], ref_lse.shape[1], -1)[..., :96].float()
-                err = max((out.float() - ref_out).abs().max().item(), (lse - ref_lse).abs().max().item())
-                if not err <= 2e-2:                        # NaN fails too (cuDNN on fp32 gives NaN)
-                    raise RuntimeError(f"mismatch against the reference ({err})")
-            found.append((name, KERNELS[name]))
-        except Exception as exc:          # not built / not supported on this GPU or dtype
-            log.info("attention kernel %s unavailable: %s", name, exc)
-    if not found:
-        raise RuntimeError("no fused attention kernel with log-sum-exp works on this device")
-    return found
+# Longest key piece handed to cuDNN in one call: past ~128K keys cuDNN was measured to fall
+# off its fast path on an H200 (241K-token prefill 3.5x slower, +0.5 GiB workspace).
+MAX_PIECE = 65536
 
 
 def block_runs(block_table: List[int], begin: int, end: int, block_size: int) -> List[Tuple[int, int, int]]:
@@ -114,75 +56,70 @@ def runs_between(runs: List[Tuple[int, int, int]], begin: int, end: int) -> List
 
 
 class CudaAttention:
-    """Kernel choice: cuDNN is the fastest (~600 TF/s) but builds a plan for every new shape
-    (50-800 ms each), so it only ever sees canonical shapes — a full query slice against key
-    pieces of query_slice * 2^k tokens — whose plans are built once at start-up. Any other
-    shape (a short last slice, a remainder of keys) goes to a plan-free kernel (flash)."""
+    """Kernel choice: cuDNN is the fastest (~600-680 TF/s measured) but builds a plan for
+    every new shape and stride pattern (~40 ms each), so it only ever sees canonical shapes
+    — a full query slice against its own keys, or against a key piece of a multiple of the
+    slice (up to MAX_PIECE) — whose plans are built once at start-up on the real tensors.
+    Any other shape (a short last slice, a remainder of keys) goes to a plan-free kernel."""
 
     name = "cuda"
 
     def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float, device,
-                 dtype, query_slice: int = 2048, kernel: Optional[str] = None, max_keys: int = 0):
+                 dtype, query_slice: int = 4096, kernel: Optional[str] = None, max_keys: int = 0):
         self.num_heads, self.num_kv_heads, self.head_dim, self.scale = num_heads, num_kv_heads, head_dim, scale
-        self.group = num_heads // num_kv_heads
         self.query_slice = query_slice
         if torch.device(device).type == "cuda":
             kernels = probe_kernels(device, dtype, kernel)
             self.num_sms = torch.cuda.get_device_properties(device).multi_processor_count
         else:
-            kernels, self.num_sms = [("math", _math)], 8
+            kernels, self.num_sms = [Kernel("math", _math)], 8
         self.kernel_name, self.canonical_kernel = kernels[0]
-        plan_free = [k for k in kernels if k[0] != "cudnn"] or kernels
+        plan_free = [k for k in kernels if not k.name.startswith("cudnn")] or kernels
         self.any_shape_kernel_name, self.any_shape_kernel = plan_free[0]
-        # Canonical key-piece lengths; only these (and the full causal slice) reach cuDNN:
-        # multiples of one unit (4 slices) up to max_keys, and the multiples of a slice below
-        # one unit. Any key run splits into at most two canonical pieces and a remainder.
-        self.unit = query_slice if PIECES == "all" else 4 * query_slice
-        small = list(range(query_slice, self.unit, query_slice))
-        # Pieces stop at MAX_PIECE keys: past ~128K keys cuDNN was measured to fall off its
-        # fast path on an H200 (241K-token prefill 3.5x slower, +0.5 GiB workspace).
-        big = list(range(self.unit, min(max(max_keys, self.unit), MAX_PIECE) + 1, self.unit))
-        self.pieces = small + big
+        self.pieces = list(range(query_slice, min(max(max_keys, query_slice), MAX_PIECE) + 1, query_slice))
         self.device, self.dtype = device, dtype
         # fp32 running result of a slice with several prefix pieces: allocated once, here,
         # so prefill steps allocate nothing new for it.
-        self._acc = (torch.empty(query_slice, num_heads, head_dim, device=device, dtype=torch.float32),
-                     torch.empty(query_slice, num_heads, device=device, dtype=torch.float32))
+        self._acc = Part(torch.empty(query_slice, num_heads, head_dim, device=device, dtype=torch.float32),
+                         torch.empty(query_slice, num_heads, device=device, dtype=torch.float32))
         log.info("prefill attention: %s for canonical shapes, %s otherwise",
                  self.kernel_name, self.any_shape_kernel_name)
 
-    def warm_up(self) -> None:
-        """Run every canonical shape once so no request pays for cuDNN's plan building.
+    def warm_up(self, kv_cache: Tuple[torch.Tensor, torch.Tensor], qkv_rows: torch.Tensor) -> None:
+        """Run every canonical shape once, on a layer's cache and the workspace's query rows
+        (their exact strides: cuDNN's plans depend on them), so no request builds a plan.
         Must run on the engine-loop thread: torch keeps cuDNN's plan cache per thread."""
-        if self.kernel_name != "cudnn":
+        if not self.kernel_name.startswith("cudnn") or kv_cache[0].shape[0] < self.pieces[-1]:
             return
-        device, dtype = self.device, self.dtype
-        rows = self.query_slice * self.group
-        q = torch.zeros(1, self.num_kv_heads, rows, self.head_dim, device=device, dtype=dtype)
-        kv = torch.zeros(max(self.pieces), 2, self.num_kv_heads, self.head_dim, device=device, dtype=dtype)
-        for n in self.pieces:
-            self.canonical_kernel(q, kv[:n, 0].permute(1, 0, 2).unsqueeze(0),
-                                  kv[:n, 1].permute(1, 0, 2).unsqueeze(0), False, self.scale)
-        own = torch.zeros(1, self.num_heads, self.query_slice, self.head_dim, device=device, dtype=dtype)
-        self.canonical_kernel(own, own, own, True, self.scale)
-        torch.cuda.synchronize(device)
+        n = self.query_slice
+        q = self._heads(qkv_rows[:n, :self.num_heads * self.head_dim].view(n, self.num_heads, self.head_dim))
+        k_cache, v_cache = kv_cache
+        self.canonical_kernel(q, self._view(k_cache, 0, n), self._view(v_cache, 0, n), True, self.scale)
+        for keys in self.pieces:
+            self.canonical_kernel(q, self._view(k_cache, 0, keys), self._view(v_cache, 0, keys), False, self.scale)
+        torch.cuda.synchronize(self.device)
 
     def split_pieces(self, runs: List[Tuple[int, int]]) -> List[Tuple[int, int, bool]]:
-        """Cut key runs into (slot, length, canonical) pieces: a multiple of the unit, a
-        multiple of the slice, then a remainder."""
+        """Cut key runs into (slot, length, canonical) pieces: multiples of the slice (at
+        most MAX_PIECE), then a remainder."""
         out = []
         for slot, length in runs:
-            while length >= self.unit:
-                take = min(length // self.unit * self.unit, self.pieces[-1])
-                out.append((slot, take, True))
-                slot, length = slot + take, length - take
-            take = length // self.query_slice * self.query_slice
-            if take:
+            while length >= self.query_slice:
+                take = min(length // self.query_slice * self.query_slice, self.pieces[-1])
                 out.append((slot, take, True))
                 slot, length = slot + take, length - take
             if length:
                 out.append((slot, length, False))
         return out
+
+    @staticmethod
+    def _heads(x: torch.Tensor) -> torch.Tensor:
+        """[L, heads, D] rows -> the kernels' [1, heads, L, D] (a view)."""
+        return x.transpose(0, 1).unsqueeze(0)
+
+    @staticmethod
+    def _view(cache: torch.Tensor, slot: int, n: int) -> torch.Tensor:
+        return cache[slot:slot + n].transpose(0, 1).unsqueeze(0)
 
     # --- per step --------------------------------------------------------------------------
     def prepare(self, meta: AttentionMetadata, device) -> None:
@@ -230,50 +167,33 @@ class CudaAttention:
                                     out[s + c0:s + c1])
         return out
 
-    def _accumulator(self, rows: int) -> Part:
-        return rows_part(self._acc[0][:rows], self._acc[1][:rows])
-
     def _prefill_slice(self, q, k_cache, v_cache, runs, begin, end, out):
         """Queries at positions [begin, end) attend to keys [0, end) (causal); writes `out`."""
         length = end - begin
         full = length == self.query_slice
-        own = runs_between(runs, begin, end)
-        if len(own) == 1:
-            slot, _ = own[0]
-            k_own, v_own = k_cache[slot:slot + length], v_cache[slot:slot + length]
-        else:
-            k_own, v_own = self._gather(k_cache, v_cache, own)
-        q_heads = q.transpose(0, 1).unsqueeze(0)                          # [1, H, L, D]
-        expand = lambda x: x.transpose(0, 1).repeat_interleave(self.group, 0).unsqueeze(0)
+        q_heads = self._heads(q)
+        k_own, v_own, _ = self._keys(k_cache, v_cache, runs_between(runs, begin, end), one_piece=True)[0]
         kernel = self.canonical_kernel if full else self.any_shape_kernel
-        o, lse = kernel(q_heads, expand(k_own), expand(v_own), True, self.scale)
-        pieces = self._prefix_pieces(k_cache, v_cache, runs_between(runs, 0, begin)) if begin else []
+        acc = Part.of_kernel(*kernel(q_heads, k_own, v_own, True, self.scale))
+        pieces = self._keys(k_cache, v_cache, runs_between(runs, 0, begin)) if begin else []
         if not pieces:
-            out.copy_(o[0].transpose(0, 1))
+            out.copy_(acc.out)
             return
-        acc = kernel_part(o, lse, 1)
-        folded = q.view(length, self.num_kv_heads, self.group, self.head_dim).permute(1, 0, 2, 3) \
-                  .reshape(1, self.num_kv_heads, length * self.group, self.head_dim)
         for index, (keys, values, canonical) in enumerate(pieces):
             kernel = self.canonical_kernel if (canonical and full) else self.any_shape_kernel
-            part_o, part_lse = kernel(folded, keys, values, False, self.scale)
+            part = Part.of_kernel(*kernel(q_heads, keys, values, False, self.scale))
             last = index == len(pieces) - 1
-            target = rows_part(out, acc.lse) if last else self._accumulator(length)
-            merge_parts(acc, kernel_part(part_o, part_lse, self.group), target, length, self.num_heads,
-                        self.head_dim, write_lse=not last)
+            target = Part(out, acc.lse) if last else Part(self._acc.out[:length], self._acc.lse[:length])
+            merge_parts(acc, part, target, write_lse=not last)
             acc = target
 
-    @staticmethod
-    def _gather(k_cache, v_cache, runs):
-        slots = torch.cat([torch.arange(s, s + n) for s, n in runs]).to(k_cache.device)
-        return k_cache.index_select(0, slots), v_cache.index_select(0, slots)
-
-    def _prefix_pieces(self, k_cache, v_cache, runs):
-        """The unmasked keys before a slice as (keys, values, canonical) pieces, each a
-        [1, KV heads, n, D] view of the cache (a gathered copy if the cache is too fragmented)."""
-        if len(runs) > MAX_VIEW_RUNS:
-            k_cache, v_cache = self._gather(k_cache, v_cache, runs)
+    def _keys(self, k_cache, v_cache, runs, one_piece: bool = False):
+        """Keys at the slots of `runs` as (keys, values, canonical) pieces, each a
+        [1, KV heads, n, D] view of the cache (a gathered copy if it is too fragmented)."""
+        if len(runs) > (1 if one_piece else MAX_VIEW_RUNS):
+            slots = torch.cat([torch.arange(s, s + n) for s, n in runs]).to(k_cache.device)
+            k_cache, v_cache = k_cache.index_select(0, slots), v_cache.index_select(0, slots)
             runs = [(0, k_cache.shape[0])]
-        view = lambda cache, slot, n: cache[slot:slot + n].permute(1, 0, 2).unsqueeze(0)
-        return [(view(k_cache, slot, n), view(v_cache, slot, n), canonical)
-                for slot, n, canonical in self.split_pieces(runs)]
+        pieces = [(runs[0][0], runs[0][1], False)] if one_piece else self.split_pieces(runs)
+        return [(self._view(k_cache, slot, n), self._view(v_cache, slot, n), canonical)
+                for slot, n, canonical in pieces]

@@ -76,10 +76,16 @@ def paged_block_table(tables) -> torch.Tensor:
     return torch.tensor([list(t) + [0] * (width - len(t)) for t in tables], dtype=torch.int32)
 
 
+# Programs per SM the split count aims for (memory-latency hiding; the kernel's loop is not
+# software-pipelined) and warps per program. bench/ops.py --sweep-decode measures both.
+PROGRAMS_PER_SM = 2
+NUM_WARPS = 4
+
+
 def choose_splits(num_seqs: int, num_kv_heads: int, num_sms: int = 132) -> int:
-    """Enough programs to cover the GPU about twice; depends on the batch shape only."""
+    """Enough programs to cover the GPU PROGRAMS_PER_SM times; depends on the batch shape only."""
     programs = num_seqs * num_kv_heads
-    return max(1, min(32, triton.cdiv(2 * num_sms, programs)))
+    return max(1, min(32, triton.cdiv(PROGRAMS_PER_SM * num_sms, programs)))
 
 
 @triton.jit
@@ -121,7 +127,8 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         partial_lse.stride(0), partial_lse.stride(1),
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim,
         BLOCK_SIZE=block_size, BLOCK_N=64 if head_dim <= 128 else 32, NUM_SPLITS=num_splits,
-        PRECISION="ieee" if q.dtype == torch.float32 else "tf32")   # fp32 stays exact (no TF32)
+        PRECISION="ieee" if q.dtype == torch.float32 else "tf32",   # fp32 stays exact (no TF32)
+        num_warps=NUM_WARPS)
     if out is None:
         out = torch.empty_like(q)
     _reduce_splits_kernel[(num_seqs, num_heads)](

@@ -19,7 +19,7 @@ PROMPT = "The quick brown fox jumps over the lazy dog. Paris is the capital of"
 def test_gpu_float32_greedy_matches_transformers(tiny_dirs, references, family, graphs):
     params = SamplingParams(max_tokens=24, temperature=0, ignore_eos=True)
     with Engine(model=str(tiny_dirs[family]), device="cuda", dtype="float32", block_size=4,
-                max_num_batched_tokens=16, workspace_slice_tokens=6, cuda_graphs=graphs,
+                max_num_batched_tokens=16, workspace_slice_tokens=6, attention_query_slice=6, cuda_graphs=graphs,
                 max_num_seqs=8) as engine:
         assert engine.runner.attention.name == "cuda"
         assert (engine.runner.graphs is not None) == graphs

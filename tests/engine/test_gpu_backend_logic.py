@@ -41,7 +41,8 @@ def test_block_runs_merge_consecutive_blocks():
 def test_cuda_backend_logic_matches_transformers(tiny_dirs, references, family):
     params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
     with Engine(model=str(tiny_dirs[family]), attention_backend="cuda", use_workspace=True,
-                workspace_slice_tokens=6, block_size=4, max_num_batched_tokens=16) as engine:
+                workspace_slice_tokens=6, attention_query_slice=6, block_size=4,
+                max_num_batched_tokens=16) as engine:
         prompts = [engine.tokenizer(p)["input_ids"] for p in PROMPTS]
         expected = [reference_greedy(references[family], p, 12) for p in prompts]
         outs = engine.generate(prompts, params)             # batched decode, chunked prefill
@@ -57,33 +58,37 @@ def test_cuda_backend_logic_matches_transformers(tiny_dirs, references, family):
 
 def test_keys_are_cut_into_canonical_pieces():
     """Only canonical shapes reach the plan-building kernel (cuDNN); the rest is a remainder."""
+    from engine.layers import gpu_attention
     from engine.layers.gpu_attention import CudaAttention
     attention = CudaAttention(4, 2, 16, 0.25, "cpu", torch.float32, query_slice=4, max_keys=40)
-    assert attention.pieces == [4, 8, 12, 16, 32]
+    assert attention.pieces == [4, 8, 12, 16, 20, 24, 28, 32, 36, 40]
     assert attention.split_pieces([(100, 45), (7, 3), (50, 12)]) == [
-        (100, 32, True), (132, 12, True), (144, 1, False), (7, 3, False), (50, 12, True)]
-    assert attention.split_pieces([(0, 90)]) == [(0, 32, True), (32, 32, True), (64, 16, True),
-                                                 (80, 8, True), (88, 2, False)]
+        (100, 40, True), (140, 4, True), (144, 1, False), (7, 3, False), (50, 12, True)]
+    old = gpu_attention.MAX_PIECE
+    gpu_attention.MAX_PIECE = 16
+    try:
+        capped = CudaAttention(4, 2, 16, 0.25, "cpu", torch.float32, query_slice=4, max_keys=40)
+    finally:
+        gpu_attention.MAX_PIECE = old
+    assert capped.split_pieces([(0, 90)]) == [(0, 16, True), (16, 16, True), (32, 16, True), (48, 16, True),
+                                              (64, 16, True), (80, 8, True), (88, 2, False)]
 
 
-def test_merge_kernel_reads_folded_layouts_and_matches_logaddexp():
+def test_merge_kernel_reads_kernel_layouts_and_matches_logaddexp():
     from engine.layers.attention import merge_attention_states
-    from engine.layers.triton_merge import kernel_part, merge_parts, rows_part
+    from engine.layers.triton_merge import Part, merge_parts
     gen = torch.Generator().manual_seed(3)
-    L, kvh, group, D = 5, 2, 3, 16
-    H = kvh * group
+    L, H, D = 5, 6, 16
     own, own_lse = torch.randn(1, H, L, D, generator=gen), torch.randn(1, H, L, generator=gen)
-    folded = torch.randn(1, kvh, L * group, D, generator=gen)
-    folded_lse = torch.randn(1, kvh, L * group + 4, generator=gen)        # padded, like flash's
-    unfold = lambda x: x.reshape(kvh, L, group, -1).permute(1, 0, 2, 3).reshape(L, H, -1)
-    b_rows, b_lse = unfold(folded[0]), unfold(folded_lse[0, :, :L * group, None])[..., 0]
-    expected = merge_attention_states(own[0].transpose(0, 1), own_lse[0].t(), b_rows, b_lse)
-    expected_lse = torch.logaddexp(own_lse[0].t(), b_lse)
+    other = torch.randn(L, H, D, generator=gen).transpose(0, 1).unsqueeze(0)       # BSHD strides
+    other_lse = torch.randn(1, H, L + 4, generator=gen)                           # padded, like flash's
+    a, b = Part.of_kernel(own, own_lse), Part.of_kernel(other, other_lse[..., :L])
+    expected = merge_attention_states(a.out.transpose(0, 1), a.lse.t(), b.out.transpose(0, 1), b.lse.t())
     out, out_lse = torch.full((L, H, D), float("nan")), torch.full((L, H), float("nan"))
-    merge_parts(kernel_part(own, own_lse, 1), kernel_part(folded, folded_lse, group),
-                rows_part(out, out_lse), L, H, D)
-    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(out_lse, expected_lse, rtol=1e-5, atol=1e-5)
+    merge_parts(Part.of_kernel(own, own_lse), Part.of_kernel(other, other_lse)._replace(
+        lse=other_lse.reshape(H, -1).t()[:L]), Part(out, out_lse))
+    torch.testing.assert_close(out, expected.transpose(0, 1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out_lse, torch.logaddexp(a.lse, b.lse), rtol=1e-5, atol=1e-5)
 
 
 def test_prefill_slices_over_fragmented_pieces_match_reference():
