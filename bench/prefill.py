@@ -71,11 +71,15 @@ def main(argv=None):
     parser.add_argument("--budget", type=int, default=8192, help="max_num_batched_tokens")
     parser.add_argument("--slice", type=int, default=2048, help="workspace_slice_tokens")
     parser.add_argument("--query-slice", type=int, default=None, help="attention_query_slice")
+    parser.add_argument("--max-piece", type=int, default=None, help="longest cuDNN key piece (bench knob)")
     parser.add_argument("--question", type=int, default=32, help="tokens appended for the warm run")
     parser.add_argument("--layers", type=int, default=None, help="fewer layers for a quick check")
     parser.add_argument("--out-dir", default=None)
     args = parser.parse_args(argv)
 
+    if args.max_piece:
+        from engine.layers import gpu_attention
+        gpu_attention.MAX_PIECE = args.max_piece                         # bench-only knob turning
     peak = matmul_peak_tflops()
     overrides = {"num_hidden_layers": args.layers} if args.layers else {}
     hf = make_hf_model(**overrides)
@@ -118,6 +122,7 @@ def main(argv=None):
                "attention_kernel": engine.runner.attention.kernel_name,
                "max_num_batched_tokens": args.budget, "workspace_slice_tokens": args.slice,
                "attention_query_slice": engine.runner.attention.query_slice,
+               "max_key_piece": engine.runner.attention.pieces[-1],
                "canonical_pieces": len(engine.runner.attention.pieces), "startup_s": startup,
                "memory": memory, "rows": rows}
     engine.shutdown()

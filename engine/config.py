@@ -22,14 +22,14 @@ class EngineConfig:
     attention_backend: str = "auto"      # "torch" (reference, exact), "cuda", or "auto"
     use_workspace: Optional[bool] = None # preallocated layer scratch; None = on for CUDA
     workspace_slice_tokens: int = 2048   # norms/RoPE/MLP run in slices this big
-    attention_query_slice: Optional[int] = None  # GPU prefill attention runs in query slices; None = 4096
+    attention_query_slice: Optional[int] = None  # GPU prefill attention runs in query slices; None = 8192
     cuda_graphs: bool = True             # capture decode steps (CUDA only)
     seed: int = 0                        # seeds sampling for requests that set no seed
     # Upper bound on the time one step may take, in seconds (None = token budget only).
     # Long prefills are chunked further so running decodes keep a steady pace.
     max_step_time: Optional[float] = None
     # Throughputs for that step-time model (FLOP/s); None = measured H200 figures on CUDA
-    # (bf16 matmul ~700 TF/s, attention ~500 TF/s), rough CPU figures otherwise.
+    # (bf16 matmul ~720 TF/s, attention ~580 TF/s), rough CPU figures otherwise.
     matmul_flops: Optional[float] = None
     attention_flops: Optional[float] = None
     # Vision-language models only. An image occupies image_token_count tokens (its merged

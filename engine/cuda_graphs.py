@@ -13,7 +13,7 @@ from typing import Dict, List, Sequence
 import torch
 
 from .layers.attention import AttentionMetadata
-from .layers.triton_decode import choose_splits, paged_block_table
+from .layers.triton_decode import choose_splits
 from .models.step import StepContext
 from .models.workspace_forward import forward_workspace
 from .scheduler import ScheduledChunk
@@ -37,6 +37,16 @@ class DecodeGraphs:
         self.graphs: Dict[int, torch.cuda.CUDAGraph] = {}
         self.logits: Dict[int, torch.Tensor] = {}
         self.pool = None
+        # Host copy of the block table, updated incrementally: row i holds the first
+        # _row_blocks[i] entries of the block list _row_owner[i] (so does the device table).
+        # Block lists only grow; freeing gives a request a new list, so identity + length
+        # says whether a row is current.
+        self.host_tables = torch.zeros(self.max_batch, max_blocks_per_seq, dtype=torch.int32,
+                                       pin_memory=torch.cuda.is_available())
+        self._host_np = self.host_tables.numpy()
+        self._row_owner: List[object] = [None] * self.max_batch
+        self._row_blocks = [0] * self.max_batch
+        self._padding_from = 0           # rows >= this hold padding inputs
 
     def _step(self, batch: int) -> torch.Tensor:
         r = self.runner
@@ -68,6 +78,8 @@ class DecodeGraphs:
         """Rows >= start decode nothing: one key in the dummy block, writes go there too."""
         dummy = self.runner.dummy_block
         self.tables[start:, 0] = dummy
+        self._row_owner[start:] = [None] * (self.max_batch - start)
+        self._padding_from = start
         self.lens[start:] = 1
         self.slots[start:] = dummy * self.runner.block_size
         self.positions[start:] = 0
@@ -89,7 +101,6 @@ class DecodeGraphs:
             positions.append(c.start + req.mrope_delta)   # M-RoPE: generated tokens shift (0 for text)
             slots.append(req.block_ids[c.start // bs] * bs + c.start % bs)
             lens.append(c.start + 1)
-        table = paged_block_table([c.request.block_ids for c in chunks])
         dev = self.runner.device
         # One host tensor, one copy: ids, positions, slots and lengths side by side.
         packed = torch.tensor([ids, positions, slots, lens], dtype=torch.long).to(dev, non_blocking=True)
@@ -97,7 +108,26 @@ class DecodeGraphs:
         self.positions[:batch].copy_(packed[1])
         self.slots[:batch].copy_(packed[2])
         self.lens[:batch].copy_(packed[3])
-        self.tables[:batch, :table.shape[1]].copy_(table.to(dev, non_blocking=True))
-        self._reset_padding(batch)
+        width = self._update_tables(chunks)
+        if width:
+            self.tables[:batch, :width].copy_(self.host_tables[:batch, :width], non_blocking=True)
+        if batch < self._padding_from:
+            self._reset_padding(batch)
+        self._padding_from = batch
         self.graphs[bucket].replay()
         return self.logits[bucket][:batch]
+
+    def _update_tables(self, chunks: Sequence[ScheduledChunk]) -> int:
+        """Write only the block ids the host table lacks (a request's new block every
+        block_size steps, or a row taken by another request). Returns the width to copy
+        to the device, 0 if nothing changed. The host rows are not written while their
+        last copy may be in flight: every step waits for its sampled tokens first."""
+        changed = False
+        for row, chunk in enumerate(chunks):
+            blocks = chunk.request.block_ids
+            known = self._row_blocks[row] if self._row_owner[row] is blocks else 0
+            if known != len(blocks):
+                self._host_np[row, known:len(blocks)] = blocks[known:]
+                self._row_owner[row], self._row_blocks[row] = blocks, len(blocks)
+                changed = True
+        return max(self._row_blocks[:len(chunks)]) if changed else 0

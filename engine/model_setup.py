@@ -123,7 +123,7 @@ def make_attention(config: EngineConfig, model, device: torch.device, dtype: tor
     if name == "cuda":
         from .layers.gpu_attention import CudaAttention       # imports Triton: GPU hosts only
         return CudaAttention(heads, kv_heads, head_dim, head_dim ** -0.5, device, dtype,
-                             query_slice=min(config.attention_query_slice or 4096, config.max_num_batched_tokens), max_keys=max_model_len)
+                             query_slice=min(config.attention_query_slice or 8192, config.max_num_batched_tokens), max_keys=max_model_len)
     raise ValueError(f"unknown attention_backend {name!r} (torch, cuda or auto)")
 
 
@@ -185,8 +185,8 @@ def build_model_and_runner(config: EngineConfig, source: Optional[ModelSource] =
 
 def cost_model(config: EngineConfig, model, device: torch.device) -> StepCostModel:
     gpu = device.type == "cuda"
-    matmul = config.matmul_flops or (700e12 if gpu else 50e9)
-    attention = config.attention_flops or (500e12 if gpu else 30e9)
+    matmul = config.matmul_flops or (720e12 if gpu else 50e9)          # H200, bf16 (bench/profile_prefill.py)
+    attention = config.attention_flops or (580e12 if gpu else 30e9)
     params = sum(p.numel() for name, p in model.named_parameters() if "embed_tokens" not in name)
     cfg = model.config
     return StepCostModel.for_model(params, cfg.hidden_size, cfg.num_hidden_layers, matmul, attention)

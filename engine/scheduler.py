@@ -52,7 +52,7 @@ class SchedulerOutput:
 class Scheduler:
     def __init__(self, kv: KVCacheManager, max_num_batched_tokens: int, max_num_seqs: int,
                  cost_model=None, max_step_time: Optional[float] = None,
-                 vision: Optional[VisionCache] = None):
+                 vision: Optional[VisionCache] = None, chunk_granule: int = 1):
         self.kv = kv
         self.vision = vision                 # the vision pool (vision models only)
         self._vision_open = True             # may a request still take new vision rows this step
@@ -63,6 +63,7 @@ class Scheduler:
         self.cost_model = cost_model
         self.max_step_time = max_step_time
         self._time_left = 0.0
+        self.chunk_granule = chunk_granule   # prefill chunks that do not end a prompt: multiples of this
         self.waiting: deque = deque()
         self.running: List[Request] = []     # admission order; the tail is preempted first
         self.num_preemptions = 0
@@ -111,12 +112,18 @@ class Scheduler:
         return freed
 
     def _limit(self, request: Request, num_new: int) -> int:
-        """Apply the time budget to a prefill chunk (decodes and untimed steps pass through)."""
-        if self.cost_model is None or self.max_step_time is None or num_new <= 1:
+        """Shape a prefill chunk: the time budget, then a multiple of the chunk granule unless
+        it ends the prompt (the GPU attention's fast kernels take those lengths only)."""
+        if num_new <= 1:
             return num_new
         start = request.num_computed_tokens
-        num_new = max(1, min(num_new, self.cost_model.max_chunk(start, self._time_left)))
-        self._time_left -= self.cost_model.chunk_cost(start, num_new)
+        timed = self.cost_model is not None and self.max_step_time is not None
+        if timed:
+            num_new = max(1, min(num_new, self.cost_model.max_chunk(start, self._time_left)))
+        if num_new < request.num_tokens - start and num_new >= self.chunk_granule:
+            num_new -= num_new % self.chunk_granule
+        if timed:
+            self._time_left -= self.cost_model.chunk_cost(start, num_new)
         return num_new
 
     def _plan(self, request: Request, num_new: int) -> ImagePlan:

@@ -23,9 +23,11 @@ from .triton_merge import Part, merge_parts
 log = logging.getLogger("longread.attention")
 
 MAX_VIEW_RUNS = 16      # more fragmented than this: gather the keys instead
-# Longest key piece handed to cuDNN in one call: past ~128K keys cuDNN was measured to fall
-# off its fast path on an H200 (241K-token prefill 3.5x slower, +0.5 GiB workspace).
-MAX_PIECE = 65536
+# Longest key piece handed to cuDNN in one call. Its workspace grows with the keys (+0.3 GiB
+# measured at 64K on an H200) and past ~128K it falls off its fast path; 32K pieces run at
+# the same TF/s as 64K ones (bench/attn_kernels.py) and the merges are cheap.
+MAX_PIECE = 32768
+MIN_QUERY = 1024        # the shortest canonical query slice
 
 
 def block_runs(block_table: List[int], begin: int, end: int, block_size: int) -> List[Tuple[int, int, int]]:
@@ -58,8 +60,8 @@ def runs_between(runs: List[Tuple[int, int, int]], begin: int, end: int) -> List
 class CudaAttention:
     """Kernel choice: cuDNN is the fastest (~600-680 TF/s measured) but builds a plan for
     every new shape and stride pattern (~40 ms each), so it only ever sees canonical shapes
-    — a full query slice against its own keys, or against a key piece of a multiple of the
-    slice (up to MAX_PIECE) — whose plans are built once at start-up on the real tensors.
+    — a canonical query slice against its own keys, or against a key piece of a multiple of
+    the slice (up to MAX_PIECE) — whose plans are built once at start-up on the real tensors.
     Any other shape (a short last slice, a remainder of keys) goes to a plan-free kernel."""
 
     name = "cuda"
@@ -76,6 +78,11 @@ class CudaAttention:
         self.kernel_name, self.canonical_kernel = kernels[0]
         plan_free = [k for k in kernels if not k.name.startswith("cudnn")] or kernels
         self.any_shape_kernel_name, self.any_shape_kernel = plan_free[0]
+        # Canonical query lengths: the slice and its halvings down to MIN_QUERY (a chunk of any
+        # multiple of MIN_QUERY is cut into these); canonical key pieces: multiples of the slice.
+        self.query_lengths = [query_slice >> i for i in range(16)
+                              if (query_slice >> i) >= min(MIN_QUERY, query_slice) and (query_slice >> i) << i == query_slice]
+        self.chunk_granule = self.query_lengths[-1]
         self.pieces = list(range(query_slice, min(max(max_keys, query_slice), MAX_PIECE) + 1, query_slice))
         self.device, self.dtype = device, dtype
         # fp32 running result of a slice with several prefix pieces: allocated once, here,
@@ -91,12 +98,13 @@ class CudaAttention:
         Must run on the engine-loop thread: torch keeps cuDNN's plan cache per thread."""
         if not self.kernel_name.startswith("cudnn") or kv_cache[0].shape[0] < self.pieces[-1]:
             return
-        n = self.query_slice
-        q = self._heads(qkv_rows[:n, :self.num_heads * self.head_dim].view(n, self.num_heads, self.head_dim))
         k_cache, v_cache = kv_cache
-        self.canonical_kernel(q, self._view(k_cache, 0, n), self._view(v_cache, 0, n), True, self.scale)
-        for keys in self.pieces:
-            self.canonical_kernel(q, self._view(k_cache, 0, keys), self._view(v_cache, 0, keys), False, self.scale)
+        for n in self.query_lengths:
+            q = self._heads(qkv_rows[:n, :self.num_heads * self.head_dim].view(n, self.num_heads, self.head_dim))
+            self.canonical_kernel(q, self._view(k_cache, 0, n), self._view(v_cache, 0, n), True, self.scale)
+            for keys in self.pieces:
+                self.canonical_kernel(q, self._view(k_cache, 0, keys), self._view(v_cache, 0, keys), False,
+                                      self.scale)
         torch.cuda.synchronize(self.device)
 
     def split_pieces(self, runs: List[Tuple[int, int]]) -> List[Tuple[int, int, bool]]:
@@ -161,16 +169,18 @@ class CudaAttention:
                                                    meta.block_size, splits)
         for i, runs in meta.extra["prefills"]:
             s, n, start = meta.query_starts[i], meta.query_lens[i], meta.context_starts[i]
-            for c0 in range(0, n, self.query_slice):
-                c1 = min(n, c0 + self.query_slice)
+            c0 = 0
+            while c0 < n:         # the longest canonical slice that fits, else the rest
+                c1 = c0 + next((m for m in self.query_lengths if m <= n - c0), n - c0)
                 self._prefill_slice(q[s + c0:s + c1], k_cache, v_cache, runs, start + c0, start + c1,
                                     out[s + c0:s + c1])
+                c0 = c1
         return out
 
     def _prefill_slice(self, q, k_cache, v_cache, runs, begin, end, out):
         """Queries at positions [begin, end) attend to keys [0, end) (causal); writes `out`."""
         length = end - begin
-        full = length == self.query_slice
+        full = length in self.query_lengths
         q_heads = self._heads(q)
         k_own, v_own, _ = self._keys(k_cache, v_cache, runs_between(runs, begin, end), one_piece=True)[0]
         kernel = self.canonical_kernel if full else self.any_shape_kernel

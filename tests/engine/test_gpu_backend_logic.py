@@ -113,3 +113,11 @@ def test_prefill_slices_over_fragmented_pieces_match_reference():
         outs.append(backend.forward(q, k, v, caches, meta))
     assert len(cuda_like.split_pieces(runs_between(block_runs(table, 0, 48, bs), 0, 48))) >= 3
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-4)
+
+
+def test_canonical_query_lengths_are_halvings_of_the_slice():
+    from engine.layers.gpu_attention import CudaAttention
+    attention = CudaAttention(4, 2, 16, 0.25, "cpu", torch.float32, query_slice=8192, max_keys=100000)
+    assert attention.query_lengths == [8192, 4096, 2048, 1024]
+    assert attention.chunk_granule == 1024
+    assert attention.pieces == [8192, 16384, 24576, 32768]

@@ -130,3 +130,34 @@ def test_step_time_budget_shrinks_deep_chunks(llama_dir):
         for s in steps:
             assert sum(model.chunk_cost(start, n) for _, start, n in s) <= 0.05 + 1e-9
         assert out.outputs[0].finish_reason == "length"
+
+
+def test_prefill_chunks_are_multiples_of_the_granule_except_the_last():
+    """The GPU attention's fast kernels take canonical lengths: a chunk that does not end its
+    prompt is cut to a multiple of the granule, even when decodes take part of the budget."""
+    from engine.kv_cache import KVCacheManager
+    from engine.request import Request
+    from engine.scheduler import Scheduler
+    scheduler = Scheduler(KVCacheManager(num_blocks=400, block_size=16), max_num_batched_tokens=100,
+                          max_num_seqs=8, chunk_granule=32)
+    decoding = [Request(f"d{i}", [5] * 10, SamplingParams()) for i in range(3)]
+    for request in decoding:
+        scheduler.add(request)
+    scheduler.schedule()
+    for request in decoding:
+        request.num_computed_tokens = 10
+        request.output_token_ids.append(7)            # one token behind: decodes next
+    long = Request("long", [5] * 300, SamplingParams())
+    scheduler.add(long)
+    lengths = []
+    while long.num_computed_tokens < 300:
+        out = scheduler.schedule()
+        chunk = next(c for c in out.chunks if c.request is long)
+        assert sum(c.num_tokens for c in out.chunks) <= 100
+        lengths.append(chunk.num_tokens)
+        long.num_computed_tokens = chunk.end
+        for request in decoding:
+            request.num_computed_tokens = request.num_tokens
+            request.output_token_ids.append(7)
+    assert all(n % 32 == 0 for n in lengths[:-1]) and sum(lengths) == 300
+    assert lengths[0] == 96                              # 97 tokens left after 3 decodes
