@@ -69,7 +69,7 @@ def main(argv=None):
     parser.add_argument("--lengths", type=int, nargs="+", default=[4096, 32768, 131072, 241000])
     parser.add_argument("--hf-lengths", type=int, nargs="*", default=[4096, 32768, 131072])
     parser.add_argument("--budget", type=int, default=8192, help="max_num_batched_tokens")
-    parser.add_argument("--slice", type=int, default=2048, help="workspace_slice_tokens")
+    parser.add_argument("--slice", type=int, default=4096, help="workspace_slice_tokens")
     parser.add_argument("--query-slice", type=int, default=None, help="attention_query_slice")
     parser.add_argument("--max-piece", type=int, default=None, help="longest cuDNN key piece (bench knob)")
     parser.add_argument("--question", type=int, default=32, help="tokens appended for the warm run")

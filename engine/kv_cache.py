@@ -1,7 +1,7 @@
 """Paged KV block bookkeeping with automatic prefix caching.
 
 Each block is in exactly one state:
-  * free (uncached)        -- in `_free_uncached`, ref 0, no hash
+  * free (uncached)        -- marked in `_uncached`, ref 0, no hash
   * free but cached        -- in `_free_cached` (LRU, oldest first), ref 0, hash kept for reuse
   * referenced             -- ref >= 1, owned by one or more requests
 With no requests alive: referenced == 0 and num_free == num_blocks.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from typing import List, Optional, Sequence
 
 from .request import Request
@@ -39,31 +39,54 @@ class BlockPool:
         self.ref_counts = [0] * num_blocks
         self.block_hash: List[Optional[bytes]] = [None] * num_blocks
         self.cached: dict = {}                       # hash -> block id
-        self._free_uncached = deque(range(num_blocks))
+        # Free, never-cached blocks as a byte map (1 = free): a run of n such blocks is one
+        # C-speed find(). Runs matter: the GPU attention reads consecutive blocks as one
+        # zero-copy view and must gather anything more fragmented.
+        self._uncached = bytearray(b"\x01") * num_blocks
+        self._num_uncached = num_blocks
         self._free_cached: "OrderedDict[int, None]" = OrderedDict()
 
     @property
     def num_free(self) -> int:
-        return len(self._free_uncached) + len(self._free_cached)
+        return self._num_uncached + len(self._free_cached)
 
     @property
     def num_cached_free(self) -> int:
         return len(self._free_cached)
 
-    def allocate(self, n: int) -> List[int]:
-        """Take n free blocks: never-cached ones first, then evict the least recently used."""
+    def allocate(self, n: int, after: Optional[int] = None) -> List[int]:
+        """Take n free blocks, consecutive where possible: the never-cached blocks right
+        after `after` (the request's last block), then the first run of never-cached blocks
+        long enough for the rest, then never-cached blocks in address order, and only then
+        evict cached blocks, least recently used first."""
         assert n <= self.num_free, "caller must check capacity first"
-        out = []
-        for _ in range(n):
-            if self._free_uncached:
-                block = self._free_uncached.popleft()
-            else:
-                block, _ = self._free_cached.popitem(last=False)
-                del self.cached[self.block_hash[block]]
-                self.block_hash[block] = None
-            self.ref_counts[block] = 1
+        out: List[int] = []
+        block = after + 1 if after is not None else self.num_blocks
+        while len(out) < n and block < self.num_blocks and self._uncached[block]:
+            self._take_uncached(block, 1, out)
+            block += 1
+        need = n - len(out)
+        if 1 < need <= self._num_uncached:
+            start = self._uncached.find(b"\x01" * need)
+            if start >= 0:
+                self._take_uncached(start, need, out)
+        position = 0
+        while len(out) < n and self._num_uncached:
+            position = self._uncached.find(b"\x01", position)
+            self._take_uncached(position, 1, out)
+        while len(out) < n:
+            block, _ = self._free_cached.popitem(last=False)
+            del self.cached[self.block_hash[block]]
+            self.block_hash[block] = None
             out.append(block)
+        for block in out:
+            self.ref_counts[block] = 1
         return out
+
+    def _take_uncached(self, start: int, count: int, out: List[int]) -> None:
+        self._uncached[start:start + count] = bytes(count)
+        self._num_uncached -= count
+        out.extend(range(start, start + count))
 
     def touch(self, block: int) -> None:
         """Take a reference on a cached block (a prefix-cache hit)."""
@@ -80,7 +103,8 @@ class BlockPool:
                 if self.block_hash[block] is not None:
                     self._free_cached[block] = None
                 else:
-                    self._free_uncached.append(block)
+                    self._uncached[block] = 1
+                    self._num_uncached += 1
 
     def register(self, block: int, block_hash: bytes) -> None:
         """Make a full, computed block findable by its hash (first writer wins)."""
@@ -97,7 +121,8 @@ class BlockPool:
         for block in list(self._free_cached):
             del self.cached[self.block_hash[block]]
             self.block_hash[block] = None
-            self._free_uncached.append(block)
+            self._uncached[block] = 1
+        self._num_uncached += len(self._free_cached)
         self._free_cached.clear()
 
 
@@ -168,7 +193,8 @@ class KVCacheManager:
         request.block_ids.extend(cached_blocks)
         needed = self.blocks_for(request.num_computed_tokens + num_new_tokens) - len(request.block_ids)
         if needed > 0:
-            request.block_ids.extend(self.pool.allocate(needed))
+            last = request.block_ids[-1] if request.block_ids else None
+            request.block_ids.extend(self.pool.allocate(needed, after=last))
         return True
 
     def cache_computed_blocks(self, request: Request) -> None:

@@ -195,6 +195,7 @@ class CudaAttention:
             last = index == len(pieces) - 1
             target = Part(out, acc.lse) if last else Part(self._acc.out[:length], self._acc.lse[:length])
             merge_parts(acc, part, target, write_lse=not last)
+            part = None                       # free the kernel's buffers before its next call
             acc = target
 
     def _keys(self, k_cache, v_cache, runs, one_piece: bool = False):

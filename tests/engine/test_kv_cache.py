@@ -115,3 +115,25 @@ def test_reset_prefix_cache_makes_the_next_read_cold(llama_dir):
         assert again.num_cached_tokens == 0
         stats = engine.stats()
         assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
+
+
+def test_blocks_come_in_runs_after_churn():
+    """Freed blocks return in any order; a long prompt still gets consecutive blocks (the
+    GPU attention reads runs as zero-copy views and must gather anything else)."""
+    kv = KVCacheManager(num_blocks=80, block_size=4)
+    users = [make_request(list(range(10 * i, 10 * i + 30)), rid=f"u{i}") for i in range(4)]
+    for user in users:
+        assert kv.allocate(user, 30)                  # 8 blocks each
+    for user in (users[2], users[0]):
+        kv.free(user)                                 # released tail first, in reverse
+    long = make_request(list(range(200)), rid="long")
+    for chunk in range(0, 200, 48):                   # chunked prefill: blocks per chunk
+        assert kv.allocate(long, min(48, 200 - chunk))
+        long.num_computed_tokens = min(chunk + 48, 200)
+    runs = sum(1 for a, b in zip(long.block_ids, long.block_ids[1:]) if b != a + 1) + 1
+    assert len(long.block_ids) == 50 and len(set(long.block_ids)) == 50
+    assert runs <= 2, long.block_ids
+    kv.free(long)
+    for user in (users[1], users[3]):
+        kv.free(user)
+    assert kv.num_free_blocks == 80
