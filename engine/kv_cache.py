@@ -74,11 +74,13 @@ class BlockPool:
         while len(out) < n and self._num_uncached:
             position = self._uncached.find(b"\x01", position)
             self._take_uncached(position, 1, out)
-        while len(out) < n:
+        evicted = []
+        while len(out) + len(evicted) < n:
             block, _ = self._free_cached.popitem(last=False)
             del self.cached[self.block_hash[block]]
             self.block_hash[block] = None
-            out.append(block)
+            evicted.append(block)
+        out.extend(sorted(evicted))      # requests are released tail first: sorting restores runs
         for block in out:
             self.ref_counts[block] = 1
         return out

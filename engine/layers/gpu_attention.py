@@ -182,29 +182,55 @@ class CudaAttention:
         length = end - begin
         full = length in self.query_lengths
         q_heads = self._heads(q)
-        k_own, v_own, _ = self._keys(k_cache, v_cache, runs_between(runs, begin, end), one_piece=True)[0]
+        k_own, v_own = self._read(k_cache, v_cache, runs_between(runs, begin, end))
         kernel = self.canonical_kernel if full else self.any_shape_kernel
         acc = Part.of_kernel(*kernel(q_heads, k_own, v_own, True, self.scale))
-        pieces = self._keys(k_cache, v_cache, runs_between(runs, 0, begin)) if begin else []
+        pieces = self.key_pieces(runs_between(runs, 0, begin)) if begin else []
         if not pieces:
             out.copy_(acc.out)
             return
-        for index, (keys, values, canonical) in enumerate(pieces):
+        for index, (piece_runs, canonical) in enumerate(pieces):
+            keys, values = self._read(k_cache, v_cache, piece_runs)
             kernel = self.canonical_kernel if (canonical and full) else self.any_shape_kernel
             part = Part.of_kernel(*kernel(q_heads, keys, values, False, self.scale))
             last = index == len(pieces) - 1
             target = Part(out, acc.lse) if last else Part(self._acc.out[:length], self._acc.lse[:length])
             merge_parts(acc, part, target, write_lse=not last)
-            part = None                       # free the kernel's buffers before its next call
+            part = keys = values = None      # free the kernel's buffers before its next call
             acc = target
 
-    def _keys(self, k_cache, v_cache, runs, one_piece: bool = False):
-        """Keys at the slots of `runs` as (keys, values, canonical) pieces, each a
-        [1, KV heads, n, D] view of the cache (a gathered copy if it is too fragmented)."""
-        if len(runs) > (1 if one_piece else MAX_VIEW_RUNS):
-            slots = torch.cat([torch.arange(s, s + n) for s, n in runs]).to(k_cache.device)
-            k_cache, v_cache = k_cache.index_select(0, slots), v_cache.index_select(0, slots)
-            runs = [(0, k_cache.shape[0])]
-        pieces = [(runs[0][0], runs[0][1], False)] if one_piece else self.split_pieces(runs)
-        return [(self._view(k_cache, slot, n), self._view(v_cache, slot, n), canonical)
-                for slot, n, canonical in pieces]
+    def key_pieces(self, runs: List[Tuple[int, int]]) -> List[Tuple[List[Tuple[int, int]], bool]]:
+        """The keys of `runs` cut into pieces for one kernel call each: (runs of the piece,
+        canonical). Few runs: each run is cut on its own (every piece a zero-copy view).
+        Fragmented: the concatenated keys are cut, each piece gathered just before its call
+        (so at most one piece of keys is ever copied)."""
+        if len(runs) <= MAX_VIEW_RUNS:
+            return [([(slot, n)], canonical) for slot, n, canonical in self.split_pieces(runs)]
+        located = _positions(runs)
+        total = sum(n for _, n in runs)
+        return [(runs_between(located, first, first + n), canonical)
+                for first, n, canonical in self.split_pieces([(0, total)])]
+
+    def _read(self, k_cache, v_cache, runs: List[Tuple[int, int]]):
+        """Keys and values at the slots of `runs` as [1, KV heads, n, D]: a view of the
+        cache for one run, a gathered copy otherwise (slots built on the device)."""
+        if len(runs) == 1:
+            slot, n = runs[0]
+            return self._view(k_cache, slot, n), self._view(v_cache, slot, n)
+        starts = torch.tensor([s for s, _ in runs], dtype=torch.long).to(k_cache.device, non_blocking=True)
+        lengths = torch.tensor([n for _, n in runs], dtype=torch.long).to(k_cache.device, non_blocking=True)
+        total = sum(n for _, n in runs)
+        offsets = torch.cumsum(lengths, 0) - lengths                        # first position of each run
+        slots = torch.repeat_interleave(starts - offsets, lengths, output_size=total) + \
+            torch.arange(total, device=k_cache.device)
+        keys, values = k_cache.index_select(0, slots), v_cache.index_select(0, slots)
+        return self._view(keys, 0, total), self._view(values, 0, total)
+
+
+def _positions(runs: List[Tuple[int, int]]) -> List[Tuple[int, int, int]]:
+    """(slot, length) runs -> (slot, position in their concatenation, length)."""
+    out, position = [], 0
+    for slot, n in runs:
+        out.append((slot, position, n))
+        position += n
+    return out

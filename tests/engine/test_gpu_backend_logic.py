@@ -91,8 +91,11 @@ def test_merge_kernel_reads_kernel_layouts_and_matches_logaddexp():
     torch.testing.assert_close(out_lse, torch.logaddexp(a.lse, b.lse), rtol=1e-5, atol=1e-5)
 
 
-def test_prefill_slices_over_fragmented_pieces_match_reference():
-    """Several prefix pieces per slice (canonical, remainder, gathered) merge exactly."""
+@pytest.mark.parametrize("layout", ["runs", "scattered"])
+def test_prefill_slices_over_fragmented_pieces_match_reference(layout, monkeypatch):
+    """Several prefix pieces per slice (canonical, remainder) merge exactly; a cache too
+    fragmented for views is gathered piece by piece (slots built on the device)."""
+    from engine.layers import gpu_attention
     from engine.layers.attention import AttentionMetadata, TorchAttention
     from engine.layers.gpu_attention import CudaAttention
     gen = torch.Generator().manual_seed(5)
@@ -100,9 +103,17 @@ def test_prefill_slices_over_fragmented_pieces_match_reference():
     cuda_like = CudaAttention(H, kvh, D, D ** -0.5, "cpu", torch.float32, query_slice=4, max_keys=64)
     reference = TorchAttention(H, kvh, D, D ** -0.5)
     k_cache, v_cache = torch.randn(200, kvh, D, generator=gen), torch.randn(200, kvh, D, generator=gen)
-    # 45 cached positions in runs of 7, 2 and 3 blocks, then a 7-token chunk.
-    table = [10, 11, 12, 13, 14, 15, 16, 30, 31, 3, 4, 5, 40, 41]
+    if layout == "runs":     # 45 cached positions in runs of 7, 2 and 3 blocks, then a 7-token chunk
+        table = [10, 11, 12, 13, 14, 15, 16, 30, 31, 3, 4, 5, 40, 41]
+    else:                    # one-block runs, released tail first
+        table = list(range(45, 3, -3))
+        monkeypatch.setattr(gpu_attention, "MAX_VIEW_RUNS", 4)
     start, n = 45, 7
+    runs = runs_between(block_runs(table, 0, start, bs), 0, start)
+    pieces = cuda_like.key_pieces(runs)
+    assert len(pieces) >= (3 if layout == "runs" else 2)
+    widest = max(len(piece_runs) for piece_runs, _ in pieces)
+    assert widest == 1 if layout == "runs" else widest > 4          # views, or gathered pieces
     q, k, v = (torch.randn(n, h, D, generator=gen) for h in (H, kvh, kvh))
     slots = torch.tensor([table[p // bs] * bs + p % bs for p in range(start, start + n)])
     outs = []
@@ -111,7 +122,6 @@ def test_prefill_slices_over_fragmented_pieces_match_reference():
         meta = AttentionMetadata([0], [n], [start], slots, [table], bs)
         backend.prepare(meta, "cpu")
         outs.append(backend.forward(q, k, v, caches, meta))
-    assert len(cuda_like.split_pieces(runs_between(block_runs(table, 0, 48, bs), 0, 48))) >= 3
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-4)
 
 

@@ -137,3 +137,15 @@ def test_blocks_come_in_runs_after_churn():
     for user in (users[1], users[3]):
         kv.free(user)
     assert kv.num_free_blocks == 80
+
+
+def test_evicted_cached_blocks_come_back_in_address_order():
+    kv = KVCacheManager(num_blocks=12, block_size=4)
+    first = make_request(list(range(48)), rid="a")
+    assert kv.allocate(first, 48)
+    first.num_computed_tokens = 48
+    kv.cache_computed_blocks(first)
+    kv.free(first)                                   # all 12 cached, LRU order reversed
+    second = make_request(list(range(100, 140)), rid="b")
+    assert kv.allocate(second, 40)                   # evicts 10 cached blocks
+    assert second.block_ids == sorted(second.block_ids)
