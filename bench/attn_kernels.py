@@ -114,7 +114,6 @@ def main(argv=None):
             qw = torch.randn(1, H, T, D, device=dev, dtype=dt)
             kw = torch.randn(1, H, T, D, device=dev, dtype=dt)
             measure(rows, name, "whole-causal", lambda: fn(qw, kw, kw, True, SCALE), 2 * T * T * H * D, q=T, keys=T)
-            del qw, kw
     for L in args.slices:
         merge_costs(rows, L)
     write_result("attn_kernels", "cuda", {"causal_alignment": alignment, "rows": rows}, args.out_dir)

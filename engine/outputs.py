@@ -1,7 +1,7 @@
 """What the engine hands back to callers: RequestOutput and friends (vLLM's shape)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 
