@@ -16,7 +16,6 @@ import threading
 import time
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
-
 from .config import EngineConfig, SamplingParams
 from .errors import EngineDeadError, PromptTooLongError, RequestRejected
 from .kv_cache import KVCacheManager

@@ -67,7 +67,7 @@ class CudaAttention:
     name = "cuda"
 
     def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float, device,
-                 dtype, query_slice: int = 4096, kernel: Optional[str] = None, max_keys: int = 0):
+                 dtype, query_slice: int = 8192, kernel: Optional[str] = None, max_keys: int = 0):
         self.num_heads, self.num_kv_heads, self.head_dim, self.scale = num_heads, num_kv_heads, head_dim, scale
         self.query_slice = query_slice
         if torch.device(device).type == "cuda":
