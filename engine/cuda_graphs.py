@@ -8,7 +8,7 @@ padding never touches a request's cache.
 from __future__ import annotations
 
 import logging
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 
@@ -40,9 +40,10 @@ class DecodeGraphs:
         # Host copy of the block table, updated incrementally: row i holds the first
         # _row_blocks[i] entries of the block list _row_owner[i] (so does the device table).
         # Block lists only grow; freeing gives a request a new list, so identity + length
-        # says whether a row is current.
-        self.host_tables = torch.zeros(self.max_batch, max_blocks_per_seq, dtype=torch.int32,
-                                       pin_memory=torch.cuda.is_available())
+        # says whether a row is current. Each step copies the rows it needs through a fresh
+        # pinned buffer (_pinned), so they may be rewritten while that copy is in flight (the
+        # next step is built before this one has run: engine/overlap.py).
+        self.host_tables = torch.zeros(self.max_batch, max_blocks_per_seq, dtype=torch.int32)
         self._host_np = self.host_tables.numpy()
         self._row_owner: List[object] = [None] * self.max_batch
         self._row_blocks = [0] * self.max_batch
@@ -90,27 +91,29 @@ class DecodeGraphs:
                 all(c.num_tokens == 1 and c.start > 0 and c.completes for c in chunks))
 
     @torch.inference_mode()
-    def run(self, chunks: Sequence[ScheduledChunk]) -> torch.Tensor:
+    def run(self, chunks: Sequence[ScheduledChunk], input_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """input_ids: the batch's token ids on the device (decodes launched ahead), else
+        each request's last token is read on the host."""
         batch = len(chunks)
         bucket = next(b for b in self.buckets if b >= batch)
         bs = self.runner.block_size
         ids, positions, slots, lens = [], [], [], []
         for c in chunks:
             req = c.request
-            ids.append(req.token_slice(c.start, c.end)[0])
+            ids.append(req.token_slice(c.start, c.end)[0] if input_ids is None else 0)
             positions.append(c.start + req.mrope_delta)   # M-RoPE: generated tokens shift (0 for text)
             slots.append(req.block_ids[c.start // bs] * bs + c.start % bs)
             lens.append(c.start + 1)
         dev = self.runner.device
         # One host tensor, one copy: ids, positions, slots and lengths side by side.
-        packed = torch.tensor([ids, positions, slots, lens], dtype=torch.long).to(dev, non_blocking=True)
-        self.input_ids[:batch].copy_(packed[0])
+        packed = _pinned(torch.tensor([ids, positions, slots, lens], dtype=torch.long)).to(dev, non_blocking=True)
+        self.input_ids[:batch].copy_(packed[0] if input_ids is None else input_ids)
         self.positions[:batch].copy_(packed[1])
         self.slots[:batch].copy_(packed[2])
         self.lens[:batch].copy_(packed[3])
         width = self._update_tables(chunks)
         if width:
-            self.tables[:batch, :width].copy_(self.host_tables[:batch, :width], non_blocking=True)
+            self.tables[:batch, :width].copy_(_pinned(self.host_tables[:batch, :width]), non_blocking=True)
         if batch < self._padding_from:
             self._reset_padding(batch)
         self._padding_from = batch
@@ -120,8 +123,7 @@ class DecodeGraphs:
     def _update_tables(self, chunks: Sequence[ScheduledChunk]) -> int:
         """Write only the block ids the host table lacks (a request's new block every
         block_size steps, or a row taken by another request). Returns the width to copy
-        to the device, 0 if nothing changed. The host rows are not written while their
-        last copy may be in flight: every step waits for its sampled tokens first."""
+        to the device, 0 if nothing changed."""
         changed = False
         for row, chunk in enumerate(chunks):
             blocks = chunk.request.block_ids
@@ -131,3 +133,14 @@ class DecodeGraphs:
                 self._row_owner[row], self._row_blocks[row] = blocks, len(blocks)
                 changed = True
         return max(self._row_blocks[:len(chunks)]) if changed else 0
+
+
+def _pinned(host: torch.Tensor) -> torch.Tensor:
+    """A pinned copy of `host` for one asynchronous upload: from pageable memory the driver
+    may wait for the stream, which would stall a step launched ahead. The caching host
+    allocator reuses the buffer only once its copy has run."""
+    if not torch.cuda.is_available():
+        return host
+    staging = torch.empty(host.shape, dtype=host.dtype, pin_memory=True)
+    staging.copy_(host)
+    return staging

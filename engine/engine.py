@@ -21,6 +21,7 @@ from .errors import EngineDeadError, PromptTooLongError, RequestRejected
 from .kv_cache import KVCacheManager
 from .model_setup import ModelSource, build_model_and_runner
 from .output_processor import RequestStream
+from .overlap import InFlight, can_launch_ahead, next_decode_step
 from .outputs import RequestOutput
 from .prompt_inputs import is_messages, parse_prompt
 from .request import MultiModalItem, Request, RequestStatus
@@ -61,6 +62,8 @@ class Engine:
         self._stopped = False
         self._fatal: Optional[BaseException] = None
         self.num_steps = 0
+        self._inflight: Optional[InFlight] = None   # a decode step launched, tokens not read yet
+        self.num_steps_ahead = 0      # decode steps launched before the previous one's tokens landed
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="longread-engine", daemon=True)
         self._thread.start()
@@ -213,7 +216,7 @@ class Engine:
             while True:
                 with self._cv:
                     while not (self._stopped or self._new or self._aborts or self._reset_cache
-                               or self.scheduler.has_work()):
+                               or self.scheduler.has_work() or self._inflight is not None):
                         self._cv.wait()
                     if self._stopped:
                         break
@@ -226,7 +229,7 @@ class Engine:
                     self.scheduler.add(stream.request)
                 for request_id in aborts:
                     self._finish_abort(request_id)
-                if self.scheduler.has_work():
+                if self.scheduler.has_work() or self._inflight is not None:
                     self.step()
         except BaseException as exc:          # a bug in the loop: fail everyone loudly
             log.exception("engine loop died")
@@ -254,7 +257,12 @@ class Engine:
         self._streams.pop(req.request_id, None)
 
     def step(self) -> None:
-        """Schedule and run one step (called by the engine loop)."""
+        """Run one step (called by the engine loop). With decode overlap, a greedy decode
+        step may stay in flight when this returns: the next call launches its successor,
+        then reads its tokens."""
+        if self._inflight is not None:
+            self._advance_inflight()
+            return
         out = self.scheduler.schedule()
         if out.is_empty:
             time.sleep(0.001)
@@ -264,27 +272,60 @@ class Engine:
             if chunk.request.metrics.first_scheduled_time is None:
                 chunk.request.metrics.first_scheduled_time = now
         try:
+            if self.config.overlap_decode and can_launch_ahead(out.chunks):
+                self._inflight = InFlight(out.chunks, self.runner.launch_greedy(out.chunks))
+                return
             tokens, logprobs = self.runner.execute(out.chunks)
         except Exception as exc:
-            log.exception("step failed")
-            for chunk in out.chunks:
-                stream = self._streams[chunk.request.request_id]
+            self._fail_step(out.chunks, exc)
+            return
+        self._apply(out.chunks, tokens, logprobs)
+
+    def _advance_inflight(self) -> None:
+        """Launch the decode step after the one in flight (when nothing else needs the
+        scheduler), then read and apply the in-flight step's tokens."""
+        flight, self._inflight = self._inflight, None
+        nxt = None
+        try:
+            if not (self._new or self._aborts or self._reset_cache or self.scheduler.waiting):
+                follow = next_decode_step(flight, self.scheduler.running, self.kv, self.max_model_len)
+                if follow is not None:
+                    chunks, input_ids = follow
+                    nxt = InFlight(chunks, self.runner.launch_greedy(chunks, input_ids))
+                    self.num_steps_ahead += 1
+            tokens = flight.tokens.wait()
+        except Exception as exc:
+            self._fail_step(flight.chunks + (nxt.chunks if nxt else []), exc)
+            return
+        self._apply(flight.chunks, tokens, [None] * len(tokens))
+        self._inflight = nxt
+
+    def _fail_step(self, chunks, exc: Exception) -> None:
+        log.exception("step failed")
+        for chunk in chunks:
+            stream = self._streams.get(chunk.request.request_id)
+            if stream is not None and not stream.request.is_finished:
                 stream.request.error = f"{type(exc).__name__}: {exc}"
                 self._finish(stream, "error")
-            return
+
+    def _apply(self, chunks, tokens, logprobs) -> None:
+        """Record a finished step: computed tokens, cached blocks, sampled tokens, outputs.
+        Requests that ended while the step was in flight are skipped (their rows are waste)."""
         self.num_steps += 1
         now = time.monotonic()
         sampled = iter(zip(tokens, logprobs))
-        for chunk in out.chunks:
+        for chunk in chunks:
+            token, lp = next(sampled) if chunk.completes else (None, None)
             req = chunk.request
-            stream = self._streams[req.request_id]
+            stream = self._streams.get(req.request_id)
+            if stream is None or req.is_finished:
+                continue
             req.num_computed_tokens = chunk.end
             self.scheduler.release_consumed(req)     # image rows now in the KV cache are freed
             req.metrics.num_computed_prompt_tokens = max(req.metrics.num_computed_prompt_tokens,
                                                          min(chunk.end, req.num_prompt_tokens))
             self.kv.cache_computed_blocks(req)
             if chunk.completes:
-                token, lp = next(sampled)
                 if stream.append_token(token, lp, now):
                     self._finish(stream)
                     continue
@@ -304,6 +345,7 @@ class Engine:
             "prefix_cache_hits": self.kv.prefix_cache_hits,
             "num_preemptions": self.scheduler.num_preemptions,
             "num_steps": self.num_steps,
+            "num_steps_ahead": self.num_steps_ahead,
             "max_model_len": self.max_model_len,
             "device": str(self.device),
             "dtype": str(self.dtype).replace("torch.", ""),

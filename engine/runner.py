@@ -14,6 +14,7 @@ from .layers.rope import RotaryTable
 from .layers.sampler import sample
 from .models.step import StepContext
 from .models.workspace_forward import forward_workspace
+from .overlap import PendingTokens
 from .scheduler import ScheduledChunk
 
 
@@ -65,7 +66,9 @@ class ModelRunner:
         _, num_kv_heads, head_dim = model.dims
         return len(model.layers) * 2 * num_kv_heads * head_dim * torch.finfo(dtype).bits // 8
 
-    def _build(self, chunks: Sequence[ScheduledChunk]) -> Tuple[torch.Tensor, StepContext, List[int]]:
+    def _build(self, chunks: Sequence[ScheduledChunk], input_ids: Optional[torch.Tensor] = None
+               ) -> Tuple[torch.Tensor, StepContext, List[int]]:
+        """input_ids: the step's token ids already on the device (decodes launched ahead)."""
         bs = self.block_size
         ids: List[int] = []
         positions, slots = [], []
@@ -76,7 +79,7 @@ class ModelRunner:
             query_lens.append(chunk.num_tokens)
             context_starts.append(chunk.start)
             tables.append(req.block_ids)
-            ids.extend(req.token_slice(chunk.start, chunk.end))
+            ids.extend(req.token_slice(chunk.start, chunk.end) if input_ids is None else [0] * chunk.num_tokens)
             pos = torch.arange(chunk.start, chunk.end)
             positions.append(pos)
             blocks = torch.tensor(req.block_ids, dtype=torch.long)
@@ -94,7 +97,9 @@ class ModelRunner:
         else:      # encodes images due this step; 3-axis rotary rows; image rows of the batch
             cos, sin, image_embeds = self.multimodal.prepare(chunks)
         step = StepContext(positions_t, cos, sin, meta, self.attention, self.kv_caches, image_embeds)
-        return torch.tensor(ids, dtype=torch.long).to(dev, non_blocking=True), step, sample_rows
+        if input_ids is None:
+            input_ids = torch.tensor(ids, dtype=torch.long).to(dev, non_blocking=True)
+        return input_ids, step, sample_rows
 
     @torch.inference_mode()
     def execute(self, chunks: Sequence[ScheduledChunk]) -> Tuple[List[int], List[Optional[dict]]]:
@@ -110,6 +115,19 @@ class ModelRunner:
             return [], []
         logits = self.model.compute_logits(hidden[sample_rows])
         return self._sample(logits, sampling)
+
+    @torch.inference_mode()
+    def launch_greedy(self, chunks: Sequence[ScheduledChunk], input_ids: Optional[torch.Tensor] = None
+                      ) -> PendingTokens:
+        """Run a step whose every chunk samples greedily without logprobs, without waiting
+        for it: the argmax tokens stay on the device (the next step may read them) and are
+        on their way to the host. input_ids: the step's ids on the device, if known there."""
+        if self.graphs is not None and self.graphs.can_run(chunks):
+            logits = self.graphs.run(chunks, input_ids)
+        else:
+            ids, step, sample_rows = self._build(chunks, input_ids)
+            logits = self.model.compute_logits(self._forward(ids, step)[sample_rows])
+        return PendingTokens(logits.argmax(-1))
 
     def _sample(self, logits: torch.Tensor, requests) -> Tuple[List[int], List[Optional[dict]]]:
         return sample(logits, [r.params for r in requests], [r.generator or self.generator for r in requests])

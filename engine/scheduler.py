@@ -24,6 +24,9 @@ class ScheduledChunk:
     request: Request
     start: int          # first token position computed this step (== num_computed_tokens)
     num_tokens: int     # tokens computed this step
+    # A decode launched before its input token reached the host (engine/overlap.py): the
+    # token is read on the device, and the chunk samples although num_tokens lags behind.
+    ahead: bool = False
 
     @property
     def end(self) -> int:
@@ -32,7 +35,7 @@ class ScheduledChunk:
     @property
     def completes(self) -> bool:
         """After this chunk the request has computed all its tokens and samples a new one."""
-        return self.end == self.request.num_tokens
+        return self.ahead or self.end == self.request.num_tokens
 
 
 @dataclass
@@ -59,10 +62,12 @@ class Scheduler:
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_num_seqs = max_num_seqs
         # Optional time budget per step: prefill chunks shrink so a step's estimated cost
-        # (StepCostModel) stays under max_step_time; decodes are always scheduled.
+        # (StepCostModel) stays under max_step_time; decodes are always scheduled. Steps
+        # without decodes are not budgeted (nobody is waiting for a token).
         self.cost_model = cost_model
         self.max_step_time = max_step_time
         self._time_left = 0.0
+        self._timed = False                  # is this step budgeted in time (decodes share it)
         self.chunk_granule = chunk_granule   # prefill chunks that do not end a prompt: multiples of this
         self.waiting: deque = deque()
         self.running: List[Request] = []     # admission order; the tail is preempted first
@@ -117,7 +122,7 @@ class Scheduler:
         if num_new <= 1:
             return num_new
         start = request.num_computed_tokens
-        timed = self.cost_model is not None and self.max_step_time is not None
+        timed = self._timed
         if timed:
             num_new = max(1, min(num_new, self.cost_model.max_chunk(start, self._time_left)))
         if num_new < request.num_tokens - start and num_new >= self.chunk_granule:
@@ -140,13 +145,14 @@ class Scheduler:
         budget = self.max_num_batched_tokens
         scheduled: Dict[int, ScheduledChunk] = {}
         self._vision_open = True
-        if self.max_step_time is not None and self.cost_model is not None:
-            decode_cost = sum(self.cost_model.chunk_cost(r.num_computed_tokens, 1) for r in self.running)
-            self._time_left = self.max_step_time - self.cost_model.overhead_s - decode_cost
-
         # Pass 1: decodes (one token behind); pass 2: running prefills, in admission order,
         # except that requests holding vision rows go first (others may be waiting for them).
         decodes = [r for r in self.running if r.num_tokens - r.num_computed_tokens == 1]
+        # The step-time budget protects readers: with nobody decoding, prefill runs unbudgeted.
+        self._timed = self.max_step_time is not None and self.cost_model is not None and bool(decodes)
+        if self._timed:
+            decode_cost = sum(self.cost_model.chunk_cost(r.num_computed_tokens, 1) for r in self.running)
+            self._time_left = self.max_step_time - self.cost_model.overhead_s - decode_cost
         prefills = [r for r in self.running if r.num_tokens - r.num_computed_tokens > 1]
         if self.vision is not None:
             prefills.sort(key=lambda r: not self.vision.holds_any(r))

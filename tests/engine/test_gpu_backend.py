@@ -34,6 +34,29 @@ def test_gpu_float32_greedy_matches_transformers(tiny_dirs, references, family, 
         assert again.outputs[0].token_ids == reference_greedy(references[family], follow, 24)
         stats = engine.stats()
         assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
+        assert stats["num_steps_ahead"] > 0, "decode overlap is on by default and must have run"
+
+
+@pytest.mark.parametrize("graphs", [False, True])
+def test_gpu_decode_overlap_matches_steps_in_turn(llama_dir, graphs):
+    """Steps launched before the previous tokens reached the host (token ids read on the
+    device, pinned staging of the graph inputs): the same tokens, stops and reasons."""
+    prompts = [PROMPT, "def main():", "Berlin is", "a b c d e f", "x" * 30, "The lazy dog"]
+    results = {}
+    for overlap in (False, True):
+        with Engine(model=str(llama_dir), device="cuda", dtype="float32", block_size=4, cuda_graphs=graphs,
+                    overlap_decode=overlap, max_num_seqs=8) as engine:
+            free = engine.generate([prompts[0]], SamplingParams(max_tokens=12, temperature=0, ignore_eos=True))
+            stop = free[0].outputs[0].token_ids[5]
+            params = [SamplingParams(max_tokens=[30, 3, 17, 30, 1, 25][i], temperature=0, ignore_eos=True,
+                                     stop_token_ids=[stop] if i == 0 else []) for i in range(6)]
+            outs = engine.generate(prompts, params)
+            results[overlap] = [(o.outputs[0].token_ids, o.outputs[0].finish_reason) for o in outs]
+            stats = engine.stats()
+            assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
+            assert (stats["num_steps_ahead"] > 0) == overlap
+    assert results[True] == results[False]
+    assert results[True][0][1] == "stop"
 
 
 def test_gpu_bf16_logits_close_to_reference_backend(tmp_path):

@@ -114,22 +114,60 @@ def test_metrics_are_filled(llama_dir):
         assert m.num_prompt_tokens == len(out.prompt_token_ids) and out.progress == 1.0
 
 
-def test_step_time_budget_shrinks_deep_chunks(llama_dir):
-    """With max_step_time, chunks get smaller as the prompt's cached context grows."""
+def _decoding_requests(scheduler, count, prompt_len=10):
+    """Requests that finished their prompts and are one token behind (they decode next)."""
+    from engine.request import Request
+    requests = [Request(f"d{i}", [5] * prompt_len, SamplingParams()) for i in range(count)]
+    for request in requests:
+        scheduler.add(request)
+    scheduler.schedule()
+    for request in requests:
+        request.num_computed_tokens = prompt_len
+        request.output_token_ids.append(7)
+    return requests
+
+
+def _run_prefill(scheduler, long, decoding):
+    """Schedule until `long` has computed its prompt; each step's [(start, tokens)] of it."""
+    steps = []
+    while long.num_computed_tokens < long.num_prompt_tokens:
+        out = scheduler.schedule()
+        chunk = next(c for c in out.chunks if c.request is long)
+        steps.append([(c.start, c.num_tokens) for c in out.chunks])
+        long.num_computed_tokens = chunk.end
+        for request in decoding:
+            request.num_computed_tokens = request.num_tokens
+            request.output_token_ids.append(7)
+    return steps
+
+
+@pytest.mark.parametrize("readers", [0, 2])
+def test_step_time_budget_shrinks_deep_chunks_while_others_decode(readers):
+    """With max_step_time, chunks get smaller as the prompt's cached context grows, so that
+    every step (decodes included) fits the budget; with nobody decoding the prompt runs in
+    full token-budget chunks (no one is waiting for a token)."""
+    from engine.kv_cache import KVCacheManager
+    from engine.request import Request
+    from engine.scheduler import Scheduler
     from engine.step_cost import StepCostModel
     model = StepCostModel(matmul_s_per_token=1e-4, attention_s_per_pair=1e-6, overhead_s=0.0)
     assert model.max_chunk(0, 0.05) > model.max_chunk(400, 0.05) >= 1
     assert abs(model.chunk_cost(0, model.max_chunk(0, 0.05)) - 0.05) < 0.002
-    with Engine(model=str(llama_dir), max_num_batched_tokens=256, max_step_time=0.05) as engine:
-        engine.scheduler.cost_model = model
-        steps = record_steps(engine)
-        out = engine.generate([[3 + i % 300 for i in range(447)]], SamplingParams(max_tokens=2, temperature=0))[0]
-        chunks = [n for s in steps for _, start, n in s if n > 1]
-        assert len(chunks) >= 3 and chunks[0] > chunks[-2]       # deeper chunks are smaller
-        assert sum(n for s in steps for _, _, n in s) >= 447
-        for s in steps:
-            assert sum(model.chunk_cost(start, n) for _, start, n in s) <= 0.05 + 1e-9
-        assert out.outputs[0].finish_reason == "length"
+    scheduler = Scheduler(KVCacheManager(num_blocks=400, block_size=16), max_num_batched_tokens=256,
+                          max_num_seqs=8, cost_model=model, max_step_time=0.05)
+    decoding = _decoding_requests(scheduler, readers)
+    long = Request("long", [5] * 447, SamplingParams())
+    scheduler.add(long)
+    steps = _run_prefill(scheduler, long, decoding)
+    chunks = [n for s in steps for start, n in s if n > 1]
+    if not readers:
+        assert chunks == [256, 191]
+        return
+    assert len(chunks) >= 3 and chunks[0] > chunks[-2]       # deeper chunks are smaller
+    assert sum(chunks) == 447
+    for s in steps:
+        assert len(s) == readers + 1                           # every reader got its token
+        assert sum(model.chunk_cost(start, n) for start, n in s) <= 0.05 + 1e-9
 
 
 def test_prefill_chunks_are_multiples_of_the_granule_except_the_last():
