@@ -86,7 +86,7 @@ def main(argv=None):
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--long", type=int, default=131072)
     parser.add_argument("--itl-users", type=int, default=8)
-    parser.add_argument("--budgets", default="8192,8192:0.2,8192:0.15,8192:0.1",
+    parser.add_argument("--budgets", default="8192,8192:0.12,8192:0.15,8192:0.18",
                         help="comma list of TOKENS[:SECONDS] step budgets for the ITL test")
     parser.add_argument("--layers", type=int, default=None)
     parser.add_argument("--device", default="cuda", help="cpu: a smoke test of this script only")

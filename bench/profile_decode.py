@@ -15,6 +15,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from engine import SamplingParams
 from engine.output_processor import RequestStream
+from engine.overlap import PendingTokens
 from engine.request import Request
 
 from .common import print_table, write_result
@@ -56,7 +57,10 @@ def phase_times(engine, steps):
     originals = [(engine.scheduler, "schedule", timed(engine.scheduler, "schedule", "schedule")),
                  (runner, "execute", timed(runner, "execute", "execute (prep+replay+sample)")),
                  (graphs.graphs[next(b for b in graphs.buckets if b >= len(engine.scheduler.running))], "replay", None),
-                 (runner, "_sample", timed(runner, "_sample", "sample (waits for the GPU)"))]
+                 (runner, "_sample", timed(runner, "_sample", "sample (waits for the GPU)")),
+                 (runner, "launch_greedy", timed(runner, "launch_greedy", "launch ahead (prep+replay)")),
+                 (PendingTokens, "wait", timed(PendingTokens, "wait", "wait for tokens")),
+                 (engine, "_apply", timed(engine, "_apply", "apply outputs"))]
     bucket_graph = originals[2][0]
     originals[2] = (bucket_graph, "replay", timed(bucket_graph, "replay", "graph replay call"))
     torch.cuda.synchronize()
