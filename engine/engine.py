@@ -145,6 +145,7 @@ class Engine:
                           eos_token_ids=self.eos_token_ids)
         if items:
             self.vision.attach(request)
+        self.kv.hash_prompt(request)
         stream = RequestStream(request, self.tokenizer, self.max_model_len)
         with self._cv:
             if request_id in self._streams:

@@ -159,6 +159,12 @@ class KVCacheManager:
             request.block_hashes.append(
                 hash_block(parent, tokens[start:end], block_extra_keys(request, start, end)))
 
+    def hash_prompt(self, request: Request) -> None:
+        """Hash the prompt's full blocks now (call on the submitting thread): a 128K-token
+        prompt is ~8K hashes, which would otherwise stall the engine loop at admission."""
+        if self.enable_prefix_caching:
+            self._hash_full_blocks(request, (request.num_tokens - 1) // self.block_size * self.block_size)
+
     def find_cached_prefix(self, request: Request) -> List[int]:
         """Blocks holding the longest cached prefix. The last token is always recomputed."""
         if not self.enable_prefix_caching:

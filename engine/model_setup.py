@@ -189,4 +189,7 @@ def cost_model(config: EngineConfig, model, device: torch.device) -> StepCostMod
     attention = config.attention_flops or (580e12 if gpu else 30e9)
     params = sum(p.numel() for name, p in model.named_parameters() if "embed_tokens" not in name)
     cfg = model.config
-    return StepCostModel.for_model(params, cfg.hidden_size, cfg.num_hidden_layers, matmul, attention)
+    model_cost = StepCostModel.for_model(params, cfg.hidden_size, cfg.num_hidden_layers, matmul, attention)
+    if gpu:
+        model_cost.slow_attention_factor = 2.0
+    return model_cost

@@ -125,10 +125,12 @@ class Scheduler:
         timed = self._timed
         if timed:
             num_new = max(1, min(num_new, self.cost_model.max_chunk(start, self._time_left)))
+            if num_new < self.chunk_granule:             # off the fast kernel: at its speed
+                num_new = max(1, min(num_new, self.cost_model.max_chunk(start, self._time_left, slow=True)))
         if num_new < request.num_tokens - start and num_new >= self.chunk_granule:
             num_new -= num_new % self.chunk_granule
         if timed:
-            self._time_left -= self.cost_model.chunk_cost(start, num_new)
+            self._time_left -= self.cost_model.chunk_cost(start, num_new, slow=num_new < self.chunk_granule)
         return num_new
 
     def _plan(self, request: Request, num_new: int) -> ImagePlan:

@@ -17,20 +17,27 @@ class StepCostModel:
     matmul_s_per_token: float        # 2 * non-embedding params / matmul FLOP/s
     attention_s_per_pair: float      # 4 * hidden * layers / attention FLOP/s
     overhead_s: float = 0.003        # launches and bookkeeping per step
+    # Attention slowdown for chunks shorter than the backend's granule: they miss the fast
+    # kernel (GPU: flash ~300 vs cuDNN ~600 TF/s, bench/results/attn_kernels-*.json).
+    slow_attention_factor: float = 1.0
 
     @classmethod
     def for_model(cls, num_params: int, hidden: int, layers: int,
                   matmul_flops: float, attention_flops: float) -> "StepCostModel":
         return cls(2.0 * num_params / matmul_flops, 4.0 * hidden * layers / attention_flops)
 
-    def chunk_cost(self, start: int, tokens: int) -> float:
-        return tokens * self.matmul_s_per_token + tokens * (start + tokens / 2) * self.attention_s_per_pair
+    def _pair_cost(self, slow: bool) -> float:
+        return self.attention_s_per_pair * (self.slow_attention_factor if slow else 1.0)
 
-    def max_chunk(self, start: int, seconds: float) -> int:
+    def chunk_cost(self, start: int, tokens: int, slow: bool = False) -> float:
+        return tokens * self.matmul_s_per_token + tokens * (start + tokens / 2) * self._pair_cost(slow)
+
+    def max_chunk(self, start: int, seconds: float, slow: bool = False) -> int:
         """Largest chunk at context depth `start` that fits in `seconds` (at least 1)."""
         if seconds <= 0:
             return 1
-        a = self.attention_s_per_pair / 2
-        b = self.matmul_s_per_token + start * self.attention_s_per_pair
+        pair = self._pair_cost(slow)
+        a = pair / 2
+        b = self.matmul_s_per_token + start * pair
         tokens = (-b + math.sqrt(b * b + 4 * a * seconds)) / (2 * a) if a > 0 else seconds / b
         return max(1, int(tokens))

@@ -96,6 +96,10 @@ class CudaAttention:
         """Run every canonical shape once, on a layer's cache and the workspace's query rows
         (their exact strides: cuDNN's plans depend on them), so no request builds a plan.
         Must run on the engine-loop thread: torch keeps cuDNN's plan cache per thread."""
+        if torch.device(self.device).type != "cuda":
+            return
+        self._warm_merges(kv_cache, qkv_rows)
+        torch.cuda.synchronize(self.device)
         if not self.kernel_name.startswith("cudnn") or kv_cache[0].shape[0] < self.pieces[-1]:
             return
         k_cache, v_cache = kv_cache
@@ -106,6 +110,20 @@ class CudaAttention:
                 self.canonical_kernel(q, self._view(k_cache, 0, keys), self._view(v_cache, 0, keys), False,
                                       self.scale)
         torch.cuda.synchronize(self.device)
+
+    def _warm_merges(self, kv_cache, qkv_rows: torch.Tensor) -> None:
+        """Compile the Triton merge for the layouts requests meet: Triton specializes on row
+        counts and strides (1, multiples of 16, others), and a first compile costs ~1 s, which
+        a reader would see as one long pause. Slices of 1, 17, 48 and a canonical length
+        against a canonical key piece plus a remainder; writes only a scratch output."""
+        k_cache, v_cache = kv_cache
+        begin = self.query_slice + 16
+        for length in (1, 17, 48, self.query_lengths[-1]):
+            if begin + length > k_cache.shape[0] or length > qkv_rows.shape[0]:
+                continue
+            q = qkv_rows[:length, :self.num_heads * self.head_dim].view(length, self.num_heads, self.head_dim)
+            self._prefill_slice(q, k_cache, v_cache, [(0, 0, begin + length)], begin, begin + length,
+                                torch.empty_like(q))
 
     def split_pieces(self, runs: List[Tuple[int, int]]) -> List[Tuple[int, int, bool]]:
         """Cut key runs into (slot, length, canonical) pieces: multiples of the slice (at

@@ -131,3 +131,24 @@ def test_canonical_query_lengths_are_halvings_of_the_slice():
     assert attention.query_lengths == [8192, 4096, 2048, 1024]
     assert attention.chunk_granule == 1024
     assert attention.pieces == [8192, 16384, 24576, 32768]
+
+
+def test_merge_warm_up_runs_every_layout_and_leaves_the_cache_alone():
+    """Start-up compiles the merge for slices of 1, 17, 48 and a canonical length against a
+    canonical piece plus a remainder (so no request pays a first compile), writing nothing
+    but scratch."""
+    from engine.layers import gpu_attention
+    from engine.layers.gpu_attention import CudaAttention
+    attention = CudaAttention(6, 2, 16, 0.25, "cpu", torch.float32, query_slice=8, max_keys=64)
+    cache = (torch.randn(100, 2, 16), torch.randn(100, 2, 16))
+    before = [c.clone() for c in cache]
+    calls = []
+    original = gpu_attention.merge_parts
+    gpu_attention.merge_parts = lambda a, b, out, write_lse=True: (calls.append(out.out.shape[0]),
+                                                                   original(a, b, out, write_lse))
+    try:
+        attention._warm_merges(cache, torch.randn(64, (6 + 4) * 16))
+    finally:
+        gpu_attention.merge_parts = original
+    assert sorted(set(calls)) == [1, 8, 17, 48]
+    assert all(torch.equal(a, b) for a, b in zip(cache, before))

@@ -199,3 +199,29 @@ def test_prefill_chunks_are_multiples_of_the_granule_except_the_last():
             request.output_token_ids.append(7)
     assert all(n % 32 == 0 for n in lengths[:-1]) and sum(lengths) == 300
     assert lengths[0] == 96                              # 97 tokens left after 3 decodes
+
+
+def test_chunks_shorter_than_the_granule_are_budgeted_at_the_slow_kernels_speed():
+    """Deep in a prompt the budget may allow less than one granule: such a chunk misses the
+    fast kernel, so it is sized (and charged) at the slow kernel's cost."""
+    from engine.kv_cache import KVCacheManager
+    from engine.request import Request
+    from engine.scheduler import Scheduler
+    from engine.step_cost import StepCostModel
+    model = StepCostModel(matmul_s_per_token=1e-5, attention_s_per_pair=1e-6, overhead_s=0.0,
+                          slow_attention_factor=3.0)
+    scheduler = Scheduler(KVCacheManager(num_blocks=400, block_size=16), max_num_batched_tokens=256,
+                          max_num_seqs=8, cost_model=model, max_step_time=0.01, chunk_granule=32)
+    decoding = _decoding_requests(scheduler, 1)
+    long = Request("long", [5] * 800, SamplingParams())
+    scheduler.add(long)
+    steps = _run_prefill(scheduler, long, decoding)
+    small = [(start, n) for s in steps for start, n in s if 1 < n < 32]
+    assert small, "the budget must force sub-granule chunks deep in the prompt"
+    for s in steps:
+        prefill = [(start, n) for start, n in s if n > 1]
+        cost = sum(model.chunk_cost(start, n, slow=n < 32) for start, n in prefill) + \
+            sum(model.chunk_cost(start, 1) for start, n in s if n == 1)
+        assert cost <= 0.01 + 1e-9
+    for start, n in small:            # as long as the slow kernel's cost allows, no longer
+        assert n == 800 - start or abs(model.chunk_cost(start, n + 1, slow=True) - 0.01) < 0.002
