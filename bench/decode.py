@@ -131,11 +131,16 @@ def main(argv=None):
         window = (long_out.metrics.arrival_time, long_out.metrics.first_token_time)
         gaps = [b - a for rid, (times, _) in record.items() if rid != long_id
                 for a, b in zip(times, times[1:]) if window[0] <= b <= window[1]]
+        steps = [st for st in engine.recent_steps() if window[0] <= st["time"] <= window[1] and st["gap_s"]]
+        slowest = sorted(steps, key=lambda st: -st["gap_s"])[:4]
         itl_rows.append({"step_budget": spec, "long_ttft_s": long_out.metrics.ttft, "long_solo_ttft_s": solo,
                          "ttft_over_solo": long_out.metrics.ttft / solo, "itl_p50_ms": 1000 * percentile(gaps, 50),
                          "itl_p99_ms": 1000 * percentile(gaps, 99), "itl_max_ms": 1000 * max(gaps) if gaps else None,
-                         "gaps_in_window": len(gaps)})
-        print_table(itl_rows[-1:], list(itl_rows[-1]))
+                         "gaps_in_window": len(gaps), "steps_in_window": len(steps),
+                         "slowest_steps": [{"gap_ms": 1000 * st["gap_s"], "decodes": st["decodes"],
+                                            "prefill": st["prefill"]} for st in slowest]})
+        print_table(itl_rows[-1:], [k for k in itl_rows[-1] if k != "slowest_steps"])
+        print("slowest steps:", itl_rows[-1]["slowest_steps"])
     payload = {"model": "Qwen2.5-7B shape, random bf16 weights", "prompt_tokens": args.prompt,
                "generated_tokens": args.tokens, "long_prompt_tokens": args.long,
                "cuda_graphs": engine.runner.graphs is not None, "decode": rows, "itl_under_prefill": itl_rows}

@@ -69,18 +69,14 @@ def main(argv=None):
     parser.add_argument("--lengths", type=int, nargs="+", default=[4096, 32768, 131072, 241000])
     parser.add_argument("--hf-lengths", type=int, nargs="*", default=[4096, 32768, 131072])
     parser.add_argument("--budget", type=int, default=8192, help="max_num_batched_tokens")
-    parser.add_argument("--slice", type=int, default=4096, help="workspace_slice_tokens")
+    parser.add_argument("--slice", type=int, default=8192, help="workspace_slice_tokens")
     parser.add_argument("--query-slice", type=int, default=None, help="attention_query_slice")
-    parser.add_argument("--contiguous-queries", action="store_true", help="head-major query copies (bench knob)")
     parser.add_argument("--max-piece", type=int, default=None, help="longest cuDNN key piece (bench knob)")
     parser.add_argument("--question", type=int, default=32, help="tokens appended for the warm run")
     parser.add_argument("--layers", type=int, default=None, help="fewer layers for a quick check")
     parser.add_argument("--out-dir", default=None)
     args = parser.parse_args(argv)
 
-    if args.contiguous_queries:
-        from engine.layers import gpu_attention
-        gpu_attention.CONTIGUOUS_QUERIES = True                           # bench-only knob turning
     if args.max_piece:
         from engine.layers import gpu_attention
         gpu_attention.MAX_PIECE = args.max_piece                         # bench-only knob turning
@@ -127,7 +123,6 @@ def main(argv=None):
                "max_num_batched_tokens": args.budget, "workspace_slice_tokens": args.slice,
                "attention_query_slice": engine.runner.attention.query_slice,
                "max_key_piece": engine.runner.attention.pieces[-1],
-               "contiguous_queries": engine.runner.attention._q_flat is not None,
                "canonical_pieces": len(engine.runner.attention.pieces), "startup_s": startup,
                "memory": memory, "rows": rows}
     engine.shutdown()

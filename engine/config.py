@@ -21,7 +21,7 @@ class EngineConfig:
     enable_prefix_caching: bool = True
     attention_backend: str = "auto"      # "torch" (reference, exact), "cuda", or "auto"
     use_workspace: Optional[bool] = None # preallocated layer scratch; None = on for CUDA
-    workspace_slice_tokens: int = 4096   # norms/RoPE/MLP run in slices this big
+    workspace_slice_tokens: int = 8192   # norms/RoPE/MLP run in slices this big
     attention_query_slice: Optional[int] = None  # GPU prefill attention runs in query slices; None = 8192
     cuda_graphs: bool = True             # capture decode steps (CUDA only)
     # Launch the next greedy decode step before this one's tokens reach the host, so output

@@ -11,6 +11,7 @@ or {"prompt": "...<|vision_start|><|image_pad|><|vision_end|>...",
 from __future__ import annotations
 
 import itertools
+from collections import deque
 import logging
 import threading
 import time
@@ -64,6 +65,8 @@ class Engine:
         self.num_steps = 0
         self._inflight: Optional[InFlight] = None   # a decode step launched, tokens not read yet
         self.num_steps_ahead = 0      # decode steps launched before the previous one's tokens landed
+        # (applied time, decodes, [(prefill start, tokens)]) of recent steps, for diagnostics
+        self._step_log: deque = deque(maxlen=4096)
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="longread-engine", daemon=True)
         self._thread.start()
@@ -314,6 +317,8 @@ class Engine:
         Requests that ended while the step was in flight are skipped (their rows are waste)."""
         self.num_steps += 1
         now = time.monotonic()
+        self._step_log.append((now, sum(1 for c in chunks if c.num_tokens == 1 and c.start > 0),
+                               [(c.start, c.num_tokens) for c in chunks if c.num_tokens > 1 or c.start == 0]))
         sampled = iter(zip(tokens, logprobs))
         for chunk in chunks:
             token, lp = next(sampled) if chunk.completes else (None, None)
@@ -333,6 +338,13 @@ class Engine:
             stream.publish()
 
     # --- introspection -------------------------------------------------------------------
+    def recent_steps(self) -> List[dict]:
+        """The last few thousand steps: when each was applied (monotonic s), the gap since the
+        previous one (what a reader waits between tokens), its decodes and prefill chunks."""
+        log_ = list(self._step_log)
+        return [{"time": t, "gap_s": t - log_[i - 1][0] if i else None, "decodes": d, "prefill": p}
+                for i, (t, d, p) in enumerate(log_)]
+
     def stats(self) -> dict:
         pool = self.kv.pool
         return {

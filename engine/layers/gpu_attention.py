@@ -28,9 +28,6 @@ MAX_VIEW_RUNS = 16      # more fragmented than this: gather the keys instead
 # the same TF/s as 64K ones (bench/attn_kernels.py) and the merges are cheap.
 MAX_PIECE = 32768
 MIN_QUERY = 1024        # the shortest canonical query slice
-# Copy each query slice into a head-major buffer before the kernel calls (queries are
-# otherwise strided views of the workspace's fused qkv rows). Measured by bench/prefill.py.
-CONTIGUOUS_QUERIES = False
 
 
 def block_runs(block_table: List[int], begin: int, end: int, block_size: int) -> List[Tuple[int, int, int]]:
@@ -92,8 +89,6 @@ class CudaAttention:
         # so prefill steps allocate nothing new for it.
         self._acc = Part(torch.empty(query_slice, num_heads, head_dim, device=device, dtype=torch.float32),
                          torch.empty(query_slice, num_heads, device=device, dtype=torch.float32))
-        self._q_flat = torch.empty(query_slice * num_heads * head_dim, device=device, dtype=dtype) \
-            if CONTIGUOUS_QUERIES else None
         log.info("prefill attention: %s for canonical shapes, %s otherwise",
                  self.kernel_name, self.any_shape_kernel_name)
 
@@ -110,8 +105,6 @@ class CudaAttention:
         k_cache, v_cache = kv_cache
         for n in self.query_lengths:
             q = self._heads(qkv_rows[:n, :self.num_heads * self.head_dim].view(n, self.num_heads, self.head_dim))
-            if self._q_flat is not None:      # the layout the slices will have
-                q = self._q_flat[:q.numel()].view(1, self.num_heads, n, self.head_dim)
             self.canonical_kernel(q, self._view(k_cache, 0, n), self._view(v_cache, 0, n), True, self.scale)
             for keys in self.pieces:
                 self.canonical_kernel(q, self._view(k_cache, 0, keys), self._view(v_cache, 0, keys), False,
@@ -207,9 +200,6 @@ class CudaAttention:
         length = end - begin
         full = length in self.query_lengths
         q_heads = self._heads(q)
-        if self._q_flat is not None:
-            q_heads = self._q_flat[:q.numel()].view(1, self.num_heads, length, self.head_dim)
-            q_heads.copy_(self._heads(q))
         k_own, v_own = self._read(k_cache, v_cache, runs_between(runs, begin, end))
         kernel = self.canonical_kernel if full else self.any_shape_kernel
         acc = Part.of_kernel(*kernel(q_heads, k_own, v_own, True, self.scale))
