@@ -13,21 +13,24 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+# Arguments that vary with the batch (split count, table width, batch-sized strides) are not
+# specialized: Triton would compile a new variant (~1 s) the first time an eager mixed step
+# meets a new value, a pause every reader sees. Graph capture compiles the one variant.
+@triton.jit(do_not_specialize=["stride_bt_seq", "stride_out_split", "stride_lse_split", "num_splits"])
 def _paged_decode_kernel(
     q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, context_lens_ptr, out_ptr, lse_ptr,
     scale, stride_q_tok, stride_q_head, stride_cache_slot, stride_cache_head,
     stride_bt_seq, stride_out_split, stride_out_tok, stride_out_head,
-    stride_lse_split, stride_lse_tok,
+    stride_lse_split, stride_lse_tok, num_splits,
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
     context_len = tl.load(context_lens_ptr + seq)
-    per_split = tl.cdiv(tl.cdiv(context_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    per_split = tl.cdiv(tl.cdiv(context_len, num_splits), BLOCK_N) * BLOCK_N
     start = split * per_split
     end = tl.minimum(start + per_split, context_len)
 
@@ -80,23 +83,24 @@ def paged_block_table(tables) -> torch.Tensor:
 # software-pipelined) and warps per program. bench/ops.py --sweep-decode measures both.
 PROGRAMS_PER_SM = 2
 NUM_WARPS = 4
+MAX_SPLITS = 32         # the reduction's tile: one compiled variant for every split count
 
 
 def choose_splits(num_seqs: int, num_kv_heads: int, num_sms: int = 132) -> int:
     """Enough programs to cover the GPU PROGRAMS_PER_SM times; depends on the batch shape only."""
     programs = num_seqs * num_kv_heads
-    return max(1, min(32, triton.cdiv(PROGRAMS_PER_SM * num_sms, programs)))
+    return max(1, min(MAX_SPLITS, triton.cdiv(PROGRAMS_PER_SM * num_sms, programs)))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["stride_part_split", "stride_lse_split", "num_splits"])
 def _reduce_splits_kernel(part_ptr, lse_ptr, out_ptr, stride_part_split, stride_part_tok, stride_part_head,
-                          stride_lse_split, stride_lse_tok, stride_out_tok, stride_out_head,
-                          NUM_SPLITS: tl.constexpr, SPLITS_PAD: tl.constexpr, HEAD_DIM: tl.constexpr):
+                          stride_lse_split, stride_lse_tok, stride_out_tok, stride_out_head, num_splits,
+                          SPLITS_PAD: tl.constexpr, HEAD_DIM: tl.constexpr):
     """Log-sum-exp combination of a (sequence, head)'s splits, written in the output dtype."""
     tok = tl.program_id(0)
     head = tl.program_id(1)
     splits = tl.arange(0, SPLITS_PAD)
-    ok = splits < NUM_SPLITS
+    ok = splits < num_splits
     lse = tl.load(lse_ptr + splits * stride_lse_split + tok * stride_lse_tok + head, mask=ok,
                   other=float("-inf"))
     m = tl.max(lse, 0)
@@ -124,15 +128,15 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         q, k_cache, v_cache, block_tables, context_lens, partial_out, partial_lse,
         scale, q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1),
         block_tables.stride(0), partial_out.stride(0), partial_out.stride(1), partial_out.stride(2),
-        partial_lse.stride(0), partial_lse.stride(1),
+        partial_lse.stride(0), partial_lse.stride(1), num_splits,
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim,
-        BLOCK_SIZE=block_size, BLOCK_N=64 if head_dim <= 128 else 32, NUM_SPLITS=num_splits,
+        BLOCK_SIZE=block_size, BLOCK_N=64 if head_dim <= 128 else 32,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32",   # fp32 stays exact (no TF32)
         num_warps=NUM_WARPS)
     if out is None:
         out = torch.empty_like(q)
     _reduce_splits_kernel[(num_seqs, num_heads)](
         partial_out, partial_lse, out, partial_out.stride(0), partial_out.stride(1), partial_out.stride(2),
-        partial_lse.stride(0), partial_lse.stride(1), out.stride(0), out.stride(1),
-        NUM_SPLITS=num_splits, SPLITS_PAD=max(2, triton.next_power_of_2(num_splits)), HEAD_DIM=head_dim)
+        partial_lse.stride(0), partial_lse.stride(1), out.stride(0), out.stride(1), num_splits,
+        SPLITS_PAD=MAX_SPLITS, HEAD_DIM=head_dim)
     return out

@@ -1,4 +1,6 @@
 """GPU backend vs transformers and vs our CPU reference — runs only where CUDA exists."""
+import time
+
 import pytest
 import torch
 
@@ -93,3 +95,40 @@ def test_decode_steps_allocate_nothing_new():
         engine.generate([list(range(7, 42)), list(range(9, 44))], params)
         torch.cuda.synchronize()
         assert torch.cuda.memory_stats()["segment.all.allocated"] == before
+
+
+def _compiled_variants():
+    from engine.layers import triton_decode, triton_merge
+    kernels = [triton_decode._paged_decode_kernel, triton_decode._reduce_splits_kernel,
+               triton_merge._merge_kernel]
+    caches = [getattr(k, "device_caches", None) for k in kernels]
+    if any(c is None for c in caches):
+        pytest.skip("this Triton keeps no inspectable kernel cache")
+
+    def count(cache):
+        return sum(len(v[0]) if isinstance(v, tuple) else len(v) for v in cache.values())
+    return [count(c) for c in caches]
+
+
+def test_mixed_steps_compile_no_new_kernels(llama_dir):
+    """A prompt arriving while N users decode runs eager mixed steps with N decodes: whatever N
+    is, no Triton kernel is compiled then (a compile is a ~1 s pause every reader would see)."""
+    params = SamplingParams(max_tokens=40, temperature=0, ignore_eos=True)
+    long_prompt = list(range(5, 305))
+    with Engine(model=str(llama_dir), device="cuda", dtype="bfloat16", max_num_batched_tokens=64,
+                max_num_seqs=16) as engine:
+        def mixed(users, seed):
+            ids = [engine.submit(list(range(seed + i, seed + i + 20)), params) for i in range(users)]
+            while engine.stats()["num_running"] < users:
+                time.sleep(0.001)
+            ids.append(engine.submit(long_prompt[:-seed % 7 - 1], SamplingParams(max_tokens=2, temperature=0)))
+            for rid in ids:
+                for _ in engine.outputs(rid):
+                    pass
+        mixed(7, 11)
+        before = _compiled_variants()
+        for users, seed in ((3, 40), (5, 60), (6, 80), (1, 100)):
+            mixed(users, seed)
+        assert _compiled_variants() == before
+        steps = engine.recent_steps()
+        assert any(s["decodes"] and s["prefill"] for s in steps), "the test must run mixed steps"
