@@ -125,6 +125,19 @@ def test_prefill_slices_over_fragmented_pieces_match_reference(layout, monkeypat
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-4)
 
 
+def test_key_remainders_are_cut_into_shorter_canonical_pieces(monkeypatch):
+    """Keys past the last multiple of the slice go to cuDNN in the halvings of the slice
+    (each at most once), and only what is shorter than the granule goes elsewhere."""
+    from engine.layers import gpu_attention
+    from engine.layers.gpu_attention import CudaAttention
+    monkeypatch.setattr(gpu_attention, "MIN_QUERY", 4)
+    attention = CudaAttention(4, 2, 16, 0.25, "cpu", torch.float32, query_slice=16, max_keys=64)
+    assert attention.query_lengths == [16, 8, 4] and attention.short_pieces == [8, 4]
+    assert attention.split_pieces([(0, 45), (100, 7), (200, 3)]) == [
+        (0, 32, True), (32, 8, True), (40, 4, True), (44, 1, False), (100, 4, True), (104, 3, False),
+        (200, 3, False)]
+
+
 def test_canonical_query_lengths_are_halvings_of_the_slice():
     from engine.layers.gpu_attention import CudaAttention
     attention = CudaAttention(4, 2, 16, 0.25, "cpu", torch.float32, query_slice=8192, max_keys=100000)
