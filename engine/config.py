@@ -28,8 +28,9 @@ class EngineConfig:
     # processing runs while the device computes (engine/overlap.py).
     overlap_decode: bool = True
     seed: int = 0                        # seeds sampling for requests that set no seed
-    # Upper bound on the time one step may take, in seconds (None = token budget only).
-    # Long prefills are chunked further so running decodes keep a steady pace.
+    # Upper bound on the time one step may take while others are decoding, in seconds (0 =
+    # token budget only; None = 0.15 on CUDA, 0 on CPU). Long prefills are chunked further
+    # so readers keep a steady pace; a prompt read while nobody decodes is not slowed.
     max_step_time: Optional[float] = None
     # Throughputs for that step-time model (FLOP/s); None = measured H200 figures on CUDA
     # (bf16 matmul ~720 TF/s, attention ~580 TF/s), rough CPU figures otherwise.

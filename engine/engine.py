@@ -50,7 +50,7 @@ class Engine:
         self.vision = setup.vision    # VisionSupport (vision models) or None
         self.kv = KVCacheManager(setup.num_blocks, config.block_size, config.enable_prefix_caching)
         self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs,
-                                   setup.cost_model, config.max_step_time,
+                                   setup.cost_model, config.max_step_time or None,
                                    vision=self.vision.cache if self.vision else None,
                                    chunk_granule=getattr(self.runner.attention, "chunk_granule", 1))
         self._streams: dict = {}      # live requests (engine loop side)

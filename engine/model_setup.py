@@ -151,6 +151,8 @@ def build_model_and_runner(config: EngineConfig, source: Optional[ModelSource] =
     dtype = resolve_dtype(config.dtype, device)
     if config.max_num_batched_tokens is None:
         config.max_num_batched_tokens = 8192 if device.type == "cuda" else 2048
+    if config.max_step_time is None:     # readers first on a GPU (bench/decode.py trade-off)
+        config.max_step_time = 0.15 if device.type == "cuda" else 0.0
     text_config = hf_config.get_text_config()   # vision models nest the language model's config
     max_model_len = resolve_max_model_len(config, text_config)
     model = build_model(hf_config, device, dtype)

@@ -1,5 +1,4 @@
 """Block pool and prefix-cache bookkeeping."""
-import pytest
 
 from engine import Engine, SamplingParams
 from engine.config import SamplingParams as SP

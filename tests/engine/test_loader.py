@@ -1,5 +1,4 @@
 """Loading: sharded safetensors, HF cache ids, clear errors for what is missing or unsupported."""
-import json
 
 import pytest
 

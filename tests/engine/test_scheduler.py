@@ -1,5 +1,4 @@
 """Scheduling invariants: the token budget, decodes first, aborts and admission errors."""
-import threading
 import time
 
 import pytest
