@@ -42,19 +42,31 @@ def prefill_table() -> str:
 
 
 def decode_table() -> str:
+    """Newest row per user count and per step budget, each with the file it came from (budget
+    rows only from runs that logged their slowest steps: older runs measured older engines)."""
     runs = _load("decode-cuda")
     if not runs:
         return ""
-    name, rec = runs[-1]
-    out = ["| users (2K prompts) | output tokens/s | ITL p50 ms | ITL p99 ms |", "|---|---|---|---|"]
-    out += [f"| {r['users']} | {_fmt(r['output_tok_s'], 0)} | {_fmt(r['itl_p50_ms'], 1)} | {_fmt(r['itl_p99_ms'], 1)} |"
-            for r in rec["decode"]]
-    out += ["", f"Beside a {rec['long_prompt_tokens']}-token prefill (8 users decoding):", "",
-            "| step budget (tokens[:seconds]) | long TTFT s | solo TTFT s | ratio | users' ITL p50 ms | p99 ms |",
-            "|---|---|---|---|---|---|"]
-    out += [f"| {r['step_budget']} | {_fmt(r['long_ttft_s'])} | {_fmt(r['long_solo_ttft_s'])} | {_fmt(r['ttft_over_solo'])} | "
-            f"{_fmt(r['itl_p50_ms'], 0)} | {_fmt(r['itl_p99_ms'], 0)} |" for r in rec["itl_under_prefill"]]
-    out.append(f"\n(`{name}`)")
+    users, budgets = {}, {}
+    for name, rec in runs:
+        for r in rec["decode"]:
+            users[r["users"]] = (r, name)
+        for r in rec["itl_under_prefill"]:
+            if "slowest_steps" in r:      # recorded with the step log (since the decode overlap)
+                budgets[r["step_budget"]] = (r, name, rec["long_prompt_tokens"])
+    out = ["| users (2K prompts) | output tokens/s | ITL p50 ms | ITL p99 ms | result file |", "|---|---|---|---|---|"]
+    out += [f"| {u} | {_fmt(r['output_tok_s'], 0)} | {_fmt(r['itl_p50_ms'], 1)} | {_fmt(r['itl_p99_ms'], 1)} | `{name}` |"
+            for u, (r, name) in sorted(users.items())]
+    long_tokens = {t for _, _, t in budgets.values()}
+    out += ["", f"Beside a {'/'.join(map(str, sorted(long_tokens)))}-token prefill (8 users decoding):", "",
+            "| step budget (tokens[:seconds]) | long TTFT s | solo TTFT s | ratio | users' ITL p50 ms | p99 ms | result file |",
+            "|---|---|---|---|---|---|---|"]
+
+    def seconds(spec):
+        return float(spec.partition(":")[2] or "inf")
+    out += [f"| {spec} | {_fmt(r['long_ttft_s'])} | {_fmt(r['long_solo_ttft_s'])} | {_fmt(r['ttft_over_solo'])} | "
+            f"{_fmt(r['itl_p50_ms'], 0)} | {_fmt(r['itl_p99_ms'], 0)} | `{name}` |"
+            for spec, (r, name, _) in sorted(budgets.items(), key=lambda kv: seconds(kv[0]))]
     return "\n".join(out)
 
 
