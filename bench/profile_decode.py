@@ -58,7 +58,7 @@ def phase_times(engine, steps):
                  (runner, "execute", timed(runner, "execute", "execute (prep+replay+sample)")),
                  (graphs.graphs[next(b for b in graphs.buckets if b >= len(engine.scheduler.running))], "replay", None),
                  (runner, "_sample", timed(runner, "_sample", "sample (waits for the GPU)")),
-                 (runner, "launch_greedy", timed(runner, "launch_greedy", "launch ahead (prep+replay)")),
+                 (runner, "launch_ahead", timed(runner, "launch_ahead", "launch ahead (prep+replay)")),
                  (PendingTokens, "wait", timed(PendingTokens, "wait", "wait for tokens")),
                  (engine, "_apply", timed(engine, "_apply", "apply outputs"))]
     bucket_graph = originals[2][0]

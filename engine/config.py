@@ -24,7 +24,7 @@ class EngineConfig:
     workspace_slice_tokens: int = 8192   # norms/RoPE/MLP run in slices this big
     attention_query_slice: Optional[int] = None  # GPU prefill attention runs in query slices; None = 8192
     cuda_graphs: bool = True             # capture decode steps (CUDA only)
-    # Launch the next greedy decode step before this one's tokens reach the host, so output
+    # Launch the next decode step before this one's tokens reach the host, so output
     # processing runs while the device computes (engine/overlap.py).
     overlap_decode: bool = True
     seed: int = 0                        # seeds sampling for requests that set no seed

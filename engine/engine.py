@@ -261,7 +261,7 @@ class Engine:
         self._streams.pop(req.request_id, None)
 
     def step(self) -> None:
-        """Run one step (called by the engine loop). With decode overlap, a greedy decode
+        """Run one step (called by the engine loop). With decode overlap, a decode
         step may stay in flight when this returns: the next call launches its successor,
         then reads its tokens."""
         if self._inflight is not None:
@@ -277,7 +277,7 @@ class Engine:
                 chunk.request.metrics.first_scheduled_time = now
         try:
             if self.config.overlap_decode and can_launch_ahead(out.chunks):
-                self._inflight = InFlight(out.chunks, self.runner.launch_greedy(out.chunks))
+                self._inflight = InFlight(out.chunks, self.runner.launch_ahead(out.chunks))
                 return
             tokens, logprobs = self.runner.execute(out.chunks)
         except Exception as exc:
@@ -295,7 +295,7 @@ class Engine:
                 follow = next_decode_step(flight, self.scheduler.running, self.kv, self.max_model_len)
                 if follow is not None:
                     chunks, input_ids = follow
-                    nxt = InFlight(chunks, self.runner.launch_greedy(chunks, input_ids))
+                    nxt = InFlight(chunks, self.runner.launch_ahead(chunks, input_ids))
                     self.num_steps_ahead += 1
             tokens = flight.tokens.wait()
         except Exception as exc:

@@ -3,14 +3,16 @@
 A decode step's host work (reading the sampled tokens, detokenizing, publishing outputs,
 waking the callers' threads, building the next step's inputs) is ~1.5-4 ms at 32 users,
 against ~6 ms of GPU time. Done in turn, the GPU waits for all of it every step. Instead,
-while step N runs, the engine launches step N+1 with N's argmax tokens read on the device,
-then processes N's tokens while N+1 runs.
+while step N runs, the engine launches step N+1 with N's sampled tokens read on the device,
+then processes N's tokens while N+1 runs. (Unseeded sampled tokens then come from a device
+generator seeded with the engine's seed rather than the host one: still reproducible.)
 
-Only when nothing else needs scheduling: every running request decodes greedily without
-logprobs, none waits, and each continuing request's next KV slot can be allocated without
-preempting anyone. A request that stops on a token of step N (EOS, stop string) has a
-wasted row in step N+1, whose token is dropped; its freed blocks are written by that
-row only before any later step (one stream orders them), and they are never cached with it.
+Only when nothing else needs scheduling: every running request samples on the device (no
+logprobs, no seed of its own: sampler.sample_on_device), none waits, and each continuing
+request's next KV slot can be allocated without preempting anyone. A request that stops on
+a token of step N (EOS, stop string) has a wasted row in step N+1, whose token is dropped;
+its freed blocks are written by that row only before any later step (one stream orders
+them), and they are never cached with it.
 """
 from __future__ import annotations
 
@@ -50,8 +52,9 @@ class InFlight:
 
 
 def samples_on_device(request: Request) -> bool:
-    """Greedy without logprobs: the argmax is the whole sampler, so it can stay on the device."""
-    return request.params.greedy and request.params.logprobs is None
+    """No logprobs and no seed of its own: the token can be drawn on the device (the
+    engine-wide device generator), so the next step can read it there."""
+    return request.params.logprobs is None and (request.params.greedy or request.generator is None)
 
 
 def can_launch_ahead(chunks: List[ScheduledChunk]) -> bool:

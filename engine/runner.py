@@ -11,7 +11,7 @@ import torch
 
 from .layers.attention import AttentionMetadata
 from .layers.rope import RotaryTable
-from .layers.sampler import sample
+from .layers.sampler import sample, sample_on_device
 from .models.step import StepContext
 from .models.workspace_forward import forward_workspace
 from .overlap import PendingTokens
@@ -38,6 +38,8 @@ class ModelRunner:
         self.graphs = None
         self.multimodal = None          # vision models: a VisionInputs (vision_inputs.py)
         self.generator = torch.Generator().manual_seed(seed)   # for requests without a seed
+        # ... when their tokens are drawn on the device (steps launched ahead: engine/overlap.py)
+        self.device_generator = torch.Generator(device=device).manual_seed(seed)
 
     def warm_up(self) -> None:
         """Let the attention backend build its kernel plans on this layer's cache and the
@@ -117,17 +119,17 @@ class ModelRunner:
         return self._sample(logits, sampling)
 
     @torch.inference_mode()
-    def launch_greedy(self, chunks: Sequence[ScheduledChunk], input_ids: Optional[torch.Tensor] = None
-                      ) -> PendingTokens:
-        """Run a step whose every chunk samples greedily without logprobs, without waiting
-        for it: the argmax tokens stay on the device (the next step may read them) and are
-        on their way to the host. input_ids: the step's ids on the device, if known there."""
+    def launch_ahead(self, chunks: Sequence[ScheduledChunk], input_ids: Optional[torch.Tensor] = None
+                     ) -> PendingTokens:
+        """Run a step whose every chunk samples on the device (overlap.samples_on_device)
+        without waiting for it: the tokens stay on the device (the next step may read them)
+        and are on their way to the host. input_ids: the step's ids on the device, if known there."""
         if self.graphs is not None and self.graphs.can_run(chunks):
             logits = self.graphs.run(chunks, input_ids)
         else:
             ids, step, sample_rows = self._build(chunks, input_ids)
             logits = self.model.compute_logits(self._forward(ids, step)[sample_rows])
-        return PendingTokens(logits.argmax(-1))
+        return PendingTokens(sample_on_device(logits, [c.request.params for c in chunks], self.device_generator))
 
     def _sample(self, logits: torch.Tensor, requests) -> Tuple[List[int], List[Optional[dict]]]:
         return sample(logits, [r.params for r in requests], [r.generator or self.generator for r in requests])

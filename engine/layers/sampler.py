@@ -58,3 +58,17 @@ def sample(logits: torch.Tensor, params: Sequence[SamplingParams],
         if p.logprobs is not None:
             logprobs[i] = _logprobs(logits[i].float().cpu(), tokens[i], p.logprobs)
     return tokens, logprobs
+
+
+def sample_on_device(logits: torch.Tensor, params: Sequence[SamplingParams],
+                     generator: torch.Generator) -> torch.Tensor:
+    """Token ids [N] left on the logits' device, with no host sync (so the next step can be
+    launched from them): argmax for greedy rows, a draw from the temperature / top-k / top-p
+    distribution for the others, all from one generator on that device. Rows with their own
+    seed or with logprobs go through `sample` instead."""
+    tokens = logits.argmax(-1)
+    for i, p in enumerate(params):
+        if not p.greedy:
+            row = _filter_top_k_top_p(logits[i] / p.temperature, p.top_k, p.top_p)
+            tokens[i] = torch.multinomial(row.softmax(-1, dtype=torch.float32), 1, generator=generator)[0]
+    return tokens

@@ -1,4 +1,4 @@
-"""Decode overlap (engine/overlap.py): launching the next greedy decode step before the
+"""Decode overlap (engine/overlap.py): launching the next decode step before the
 current step's tokens reach the host changes nothing a caller sees."""
 import threading
 

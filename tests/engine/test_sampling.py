@@ -87,3 +87,40 @@ def test_engine_seed_makes_unseeded_sampling_reproducible(llama_dir):
         with Engine(model=str(llama_dir), seed=seed) as engine:
             runs.append(engine.generate(["Paris is the capital of"], params)[0].outputs[0].token_ids)
     assert runs[0] == runs[1] != runs[2]
+
+
+def test_device_sampling_follows_temperature_top_k_and_top_p():
+    """The sampler used for steps launched ahead (no host sync): greedy rows take the argmax,
+    others draw from softmax(logits / T) restricted by top-k / top-p."""
+    from engine.layers.sampler import sample_on_device
+    logits = torch.tensor([3.0, 2.0, 1.0, 0.0])
+    gen = torch.Generator().manual_seed(0)
+    rows = logits.repeat(4, 1)
+    params = [SamplingParams(temperature=0), SamplingParams(temperature=2.0),
+              SamplingParams(temperature=1.0, top_k=2), SamplingParams(temperature=1.0, top_p=0.7)]
+    draws = torch.stack([sample_on_device(rows, params, gen) for _ in range(4000)])
+    assert (draws[:, 0] == 0).all()
+    freq = torch.bincount(draws[:, 1], minlength=4).float() / len(draws)
+    assert (freq - (logits / 2.0).softmax(-1)).abs().max() < 0.03
+    assert set(draws[:, 2].tolist()) == {0, 1} and set(draws[:, 3].tolist()) == {0, 1}
+    top2 = logits[:2].softmax(-1)[0]
+    assert abs((draws[:, 2] == 0).float().mean() - top2) < 0.03
+
+
+def test_unseeded_sampling_runs_ahead_and_seeded_requests_keep_their_draws(llama_dir):
+    """Unseeded sampled requests take the overlapped path (reproducible with the engine's
+    seed); a request with its own seed samples on the host, its draws independent of batching."""
+    prompts = ["Paris is the capital of", "def main():", "Berlin is", "The lazy dog"]
+    unseeded = SamplingParams(temperature=0.9, top_p=0.95, max_tokens=12, ignore_eos=True)
+    seeded = SamplingParams(temperature=0.9, seed=11, max_tokens=12, ignore_eos=True)
+    runs = []
+    for _ in range(2):
+        with Engine(model=str(llama_dir), seed=4) as engine:
+            outs = engine.generate(prompts, unseeded)
+            runs.append([o.outputs[0].token_ids for o in outs])
+            assert engine.stats()["num_steps_ahead"] > 0
+            mixed = engine.generate(prompts[:3] + [prompts[0]], [unseeded] * 3 + [seeded])[-1]
+            alone = engine.generate([prompts[0]], seeded)[0]
+            assert mixed.outputs[0].token_ids == alone.outputs[0].token_ids
+    assert runs[0] == runs[1]
+    assert all(len(t) == 12 for t in runs[0])
