@@ -57,7 +57,6 @@ def phase_times(engine, steps):
     originals = [(engine.scheduler, "schedule", timed(engine.scheduler, "schedule", "schedule")),
                  (runner, "execute", timed(runner, "execute", "execute (prep+replay+sample)")),
                  (graphs.graphs[next(b for b in graphs.buckets if b >= len(engine.scheduler.running))], "replay", None),
-                 (runner, "_sample", timed(runner, "_sample", "sample (waits for the GPU)")),
                  (runner, "launch_ahead", timed(runner, "launch_ahead", "launch ahead (prep+replay)")),
                  (PendingTokens, "wait", timed(PendingTokens, "wait", "wait for tokens")),
                  (engine, "_apply", timed(engine, "_apply", "apply outputs"))]

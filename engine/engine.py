@@ -11,10 +11,10 @@ or {"prompt": "...<|vision_start|><|image_pad|><|vision_end|>...",
 from __future__ import annotations
 
 import itertools
-from collections import deque
 import logging
 import threading
 import time
+from collections import deque
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 from .config import EngineConfig, SamplingParams

@@ -103,20 +103,25 @@ class ModelRunner:
             input_ids = torch.tensor(ids, dtype=torch.long).to(dev, non_blocking=True)
         return input_ids, step, sample_rows
 
+    def _logits(self, chunks: Sequence[ScheduledChunk], input_ids: Optional[torch.Tensor] = None
+                ) -> Optional[torch.Tensor]:
+        """Run the step's forward (a CUDA graph when one fits); logits of the chunks that
+        complete, in order, or None if none does."""
+        if self.graphs is not None and self.graphs.can_run(chunks):
+            return self.graphs.run(chunks, input_ids)
+        ids, step, sample_rows = self._build(chunks, input_ids)
+        hidden = self._forward(ids, step)
+        return self.model.compute_logits(hidden[sample_rows]) if sample_rows else None
+
     @torch.inference_mode()
     def execute(self, chunks: Sequence[ScheduledChunk]) -> Tuple[List[int], List[Optional[dict]]]:
         """Run one step. Returns sampled tokens (and logprobs) for the chunks that complete,
         in the order of `chunks`."""
-        sampling = [c.request for c in chunks if c.completes]
-        if self.graphs is not None and self.graphs.can_run(chunks):
-            logits = self.graphs.run(chunks)
-            return self._sample(logits, sampling)
-        input_ids, step, sample_rows = self._build(chunks)
-        hidden = self._forward(input_ids, step)
-        if not sample_rows:
+        logits = self._logits(chunks)
+        if logits is None:
             return [], []
-        logits = self.model.compute_logits(hidden[sample_rows])
-        return self._sample(logits, sampling)
+        requests = [c.request for c in chunks if c.completes]
+        return sample(logits, [r.params for r in requests], [r.generator or self.generator for r in requests])
 
     @torch.inference_mode()
     def launch_ahead(self, chunks: Sequence[ScheduledChunk], input_ids: Optional[torch.Tensor] = None
@@ -124,15 +129,8 @@ class ModelRunner:
         """Run a step whose every chunk samples on the device (overlap.samples_on_device)
         without waiting for it: the tokens stay on the device (the next step may read them)
         and are on their way to the host. input_ids: the step's ids on the device, if known there."""
-        if self.graphs is not None and self.graphs.can_run(chunks):
-            logits = self.graphs.run(chunks, input_ids)
-        else:
-            ids, step, sample_rows = self._build(chunks, input_ids)
-            logits = self.model.compute_logits(self._forward(ids, step)[sample_rows])
+        logits = self._logits(chunks, input_ids)
         return PendingTokens(sample_on_device(logits, [c.request.params for c in chunks], self.device_generator))
-
-    def _sample(self, logits: torch.Tensor, requests) -> Tuple[List[int], List[Optional[dict]]]:
-        return sample(logits, [r.params for r in requests], [r.generator or self.generator for r in requests])
 
     @torch.inference_mode()
     def prompt_logits(self, chunks: Sequence[ScheduledChunk]) -> torch.Tensor:
