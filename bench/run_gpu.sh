@@ -13,6 +13,6 @@ if [ "$mode" = quick ]; then
     python3 -m bench.prefill --lengths 4096 32768 --hf-lengths 4096 32768 --out-dir "$out" 2>&1 | tail -4
     python3 -m bench.decode --users 1 8 32 --tokens 64 --long 32768 --budgets 8192,8192:0.15 --out-dir "$out" 2>&1 | tail -9
 else
-    timeout 240 python3 -m bench.prefill --out-dir "$out" 2>&1 | tail -7
-    timeout 220 python3 -m bench.decode --budgets 8192,8192:0.15,8192:0.1 --out-dir "$out" 2>&1 | tail -9
+    timeout 300 python3 -m bench.prefill --out-dir "$out" 2>&1 | tail -7
+    timeout 300 python3 -m bench.decode --out-dir "$out" 2>&1 | tail -9
 fi
