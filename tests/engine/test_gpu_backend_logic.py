@@ -37,6 +37,34 @@ def test_block_runs_merge_consecutive_blocks():
     assert runs_between(runs, 0, 0) == []
 
 
+def test_block_runs_match_a_walk_block_by_block():
+    """The vectorized run finder against the obvious walk, on random tables and ranges."""
+    import random
+
+    def walk(table, begin, end, bs):
+        runs, pos = [], begin
+        while pos < end:
+            slot = table[pos // bs] * bs + pos % bs
+            length = min(end, (pos // bs + 1) * bs) - pos
+            if runs and runs[-1][0] + runs[-1][2] == slot:
+                runs[-1] = (runs[-1][0], runs[-1][1], runs[-1][2] + length)
+            else:
+                runs.append((slot, pos, length))
+            pos += length
+        return runs
+    rng = random.Random(0)
+    for _ in range(2000):
+        bs, n = rng.choice([1, 4, 16]), rng.randint(1, 40)
+        table = []
+        while len(table) < n:
+            first = rng.randint(0, 60)
+            table += range(first, first + rng.randint(1, 6))
+        table = table[:n]
+        begin = rng.randint(0, n * bs)
+        end = rng.randint(begin, n * bs)
+        assert block_runs(table, begin, end, bs) == walk(table, begin, end, bs)
+
+
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
 def test_cuda_backend_logic_matches_transformers(tiny_dirs, references, family):
     params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
