@@ -11,7 +11,7 @@ if not torch.cuda.is_available():
 
 from engine import Engine, SamplingParams  # noqa: E402
 
-from .tiny_models import reference_greedy  # noqa: E402
+from .tiny_models import check_answers_and_prefix_hit  # noqa: E402
 
 PROMPT = "The quick brown fox jumps over the lazy dog. Paris is the capital of"
 
@@ -27,15 +27,7 @@ def test_gpu_float32_greedy_matches_transformers(tiny_dirs, references, family, 
         assert (engine.runner.graphs is not None) == graphs
         texts = [PROMPT, "def main():\n    print('hello')", "Berlin is"]
         prompts = [engine.tokenizer(t)["input_ids"] for t in texts]
-        outs = engine.generate(prompts, params)
-        for prompt, out in zip(prompts, outs):
-            assert out.outputs[0].token_ids == reference_greedy(references[family], prompt, 24)
-        follow = prompts[0] + outs[0].outputs[0].token_ids + prompts[1][:5]
-        again = engine.generate([follow], params)[0]
-        assert again.num_cached_tokens > 0
-        assert again.outputs[0].token_ids == reference_greedy(references[family], follow, 24)
-        stats = engine.stats()
-        assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
+        stats = check_answers_and_prefix_hit(engine, references[family], prompts, params, 5)
         assert stats["num_steps_ahead"] > 0, "decode overlap is on by default and must have run"
 
 

@@ -20,7 +20,7 @@ pytest.importorskip("triton", reason="Triton is not installed (pip install trito
 from engine import Engine, SamplingParams  # noqa: E402
 from engine.layers.gpu_attention import block_runs, runs_between  # noqa: E402
 
-from .tiny_models import reference_greedy  # noqa: E402
+from .tiny_models import check_answers_and_prefix_hit  # noqa: E402
 
 PROMPTS = ["The quick brown fox jumps over the lazy dog. Paris is the capital of",
            "def main():\n    print('hello world')\n    return 0\n",
@@ -72,16 +72,7 @@ def test_cuda_backend_logic_matches_transformers(tiny_dirs, references, family):
                 workspace_slice_tokens=6, attention_query_slice=6, block_size=4,
                 max_num_batched_tokens=16) as engine:
         prompts = [engine.tokenizer(p)["input_ids"] for p in PROMPTS]
-        expected = [reference_greedy(references[family], p, 12) for p in prompts]
-        outs = engine.generate(prompts, params)             # batched decode, chunked prefill
-        assert [o.outputs[0].token_ids for o in outs] == expected
-        # A prefix hit: the new request's blocks are not consecutive with the cached ones.
-        follow = prompts[0] + outs[0].outputs[0].token_ids + prompts[1][:7]
-        again = engine.generate([follow], params)[0]
-        assert again.num_cached_tokens > 0
-        assert again.outputs[0].token_ids == reference_greedy(references[family], follow, 12)
-        stats = engine.stats()
-        assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
+        check_answers_and_prefix_hit(engine, references[family], prompts, params, 7)   # batched, chunked
 
 
 def test_keys_are_cut_into_canonical_pieces():

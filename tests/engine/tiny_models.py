@@ -91,3 +91,19 @@ def reference_greedy(model, prompt_ids, max_new_tokens: int):
     out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
                          min_new_tokens=max_new_tokens, do_sample=False, eos_token_id=None, pad_token_id=0)
     return out[0, len(prompt_ids):].tolist()
+
+
+def check_answers_and_prefix_hit(engine, reference, prompts, params, follow_tokens: int) -> dict:
+    """Batched greedy answers match transformers; so does a follow-up that hits the prefix
+    cache (its new blocks are not consecutive with the cached ones); no block leaks.
+    Returns the engine's stats."""
+    n = params.max_tokens
+    outs = engine.generate(prompts, params)
+    assert [o.outputs[0].token_ids for o in outs] == [reference_greedy(reference, p, n) for p in prompts]
+    follow = prompts[0] + outs[0].outputs[0].token_ids + prompts[1][:follow_tokens]
+    again = engine.generate([follow], params)[0]
+    assert again.num_cached_tokens > 0
+    assert again.outputs[0].token_ids == reference_greedy(reference, follow, n)
+    stats = engine.stats()
+    assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
+    return stats
