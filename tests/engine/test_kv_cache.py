@@ -10,6 +10,16 @@ def make_request(tokens, mm=None, rid="r"):
     return Request(rid, tokens, SP(), mm_items=mm)
 
 
+def cache_and_free(kv, tokens, rid):
+    """A request that computed all of `tokens`, cached its full blocks and finished."""
+    request = make_request(tokens, rid=rid)
+    assert kv.allocate(request, len(tokens))
+    request.num_computed_tokens = len(tokens)
+    kv.cache_computed_blocks(request)
+    kv.free(request)
+    return request
+
+
 def test_hash_chains_parent_tokens_and_extra_keys():
     a = hash_block(None, [1, 2, 3, 4], [])
     assert a == hash_block(None, [1, 2, 3, 4], [])
@@ -50,11 +60,7 @@ def test_pool_states_and_lru_eviction():
 
 def test_allocation_accounts_for_cached_free_hits():
     kv = KVCacheManager(num_blocks=4, block_size=4)
-    first = make_request(list(range(13)), rid="a")
-    assert kv.allocate(first, 13)
-    first.num_computed_tokens = 13
-    kv.cache_computed_blocks(first)
-    kv.free(first)
+    cache_and_free(kv, list(range(13)), "a")
     assert kv.num_free_blocks == 4
     second = make_request(list(range(13)) + [99, 98, 97], rid="b")      # 16 tokens, 4 blocks
     hits = kv.find_cached_prefix(second)
@@ -140,11 +146,7 @@ def test_blocks_come_in_runs_after_churn():
 
 def test_evicted_cached_blocks_come_back_in_address_order():
     kv = KVCacheManager(num_blocks=12, block_size=4)
-    first = make_request(list(range(48)), rid="a")
-    assert kv.allocate(first, 48)
-    first.num_computed_tokens = 48
-    kv.cache_computed_blocks(first)
-    kv.free(first)                                   # all 12 cached, LRU order reversed
+    cache_and_free(kv, list(range(48)), "a")         # all 12 cached, LRU order reversed
     second = make_request(list(range(100, 140)), rid="b")
     assert kv.allocate(second, 40)                   # evicts 10 cached blocks
     assert second.block_ids == sorted(second.block_ids)
