@@ -11,7 +11,7 @@ if not torch.cuda.is_available():
 
 from engine import Engine, SamplingParams  # noqa: E402
 
-from .tiny_models import check_answers_and_prefix_hit  # noqa: E402
+from .tiny_models import SMALL_GPU_ENGINE, check_answers_and_prefix_hit  # noqa: E402
 
 PROMPT = "The quick brown fox jumps over the lazy dog. Paris is the capital of"
 
@@ -20,9 +20,7 @@ PROMPT = "The quick brown fox jumps over the lazy dog. Paris is the capital of"
 @pytest.mark.parametrize("graphs", [False, True])
 def test_gpu_float32_greedy_matches_transformers(tiny_dirs, references, family, graphs):
     params = SamplingParams(max_tokens=24, temperature=0, ignore_eos=True)
-    with Engine(model=str(tiny_dirs[family]), device="cuda", dtype="float32", block_size=4,
-                max_num_batched_tokens=16, workspace_slice_tokens=6, attention_query_slice=6, cuda_graphs=graphs,
-                max_num_seqs=8) as engine:
+    with Engine(model=str(tiny_dirs[family]), cuda_graphs=graphs, **SMALL_GPU_ENGINE) as engine:
         assert engine.runner.attention.name == "cuda"
         assert (engine.runner.graphs is not None) == graphs
         texts = [PROMPT, "def main():\n    print('hello')", "Berlin is"]

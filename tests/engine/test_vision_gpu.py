@@ -10,6 +10,7 @@ if not torch.cuda.is_available():
 from engine import Engine, SamplingParams  # noqa: E402
 
 from .test_vision_parity import IMAGES, messages  # noqa: E402
+from .tiny_models import SMALL_GPU_ENGINE  # noqa: E402
 from .vision_models import reference_greedy, reference_inputs  # noqa: E402
 
 
@@ -17,9 +18,7 @@ from .vision_models import reference_greedy, reference_inputs  # noqa: E402
 @pytest.mark.parametrize("graphs", [False, True])
 def test_gpu_float32_greedy_with_images_matches_transformers(vl_dirs, vl_references, kind, graphs):
     params = SamplingParams(max_tokens=16, temperature=0, ignore_eos=True)
-    with Engine(model=str(vl_dirs[kind]), device="cuda", dtype="float32", block_size=4,
-                max_num_batched_tokens=16, workspace_slice_tokens=6, attention_query_slice=6, cuda_graphs=graphs,
-                max_num_seqs=8) as engine:
+    with Engine(model=str(vl_dirs[kind]), cuda_graphs=graphs, **SMALL_GPU_ENGINE) as engine:
         assert engine.runner.attention.name == "cuda" and engine.runner.workspace is not None
         assert (engine.runner.graphs is not None) == graphs
         conversations = [messages(IMAGES[:1]), messages(IMAGES), messages(IMAGES[1:], "Only this one?")]

@@ -107,3 +107,9 @@ def check_answers_and_prefix_hit(engine, reference, prompts, params, follow_toke
     stats = engine.stats()
     assert stats["kv_blocks_free"] == stats["kv_blocks_total"]
     return stats
+
+
+# A small float32 engine on the GPU path whose chunks, query slices and MLP slices are all
+# shorter than the test prompts (so every split and merge runs); GPU parity tests share it.
+SMALL_GPU_ENGINE = dict(device="cuda", dtype="float32", block_size=4, max_num_batched_tokens=16,
+                        workspace_slice_tokens=6, attention_query_slice=6, max_num_seqs=8)
