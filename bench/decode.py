@@ -88,11 +88,16 @@ def main(argv=None):
     parser.add_argument("--itl-users", type=int, default=8)
     parser.add_argument("--budgets", default="8192,8192:0.12,8192:0.15,8192:0.18",
                         help="comma list of TOKENS[:SECONDS] step budgets for the ITL test")
+    parser.add_argument("--min-query", type=int, default=None,
+                        help="shortest canonical attention query slice (bench knob; sets the chunk granule)")
     parser.add_argument("--layers", type=int, default=None)
     parser.add_argument("--device", default="cuda", help="cpu: a smoke test of this script only")
     parser.add_argument("--out-dir", default=None)
     args = parser.parse_args(argv)
 
+    if args.min_query:
+        from engine.layers import gpu_attention
+        gpu_attention.MIN_QUERY = args.min_query                         # bench-only knob turning
     shape = {"num_hidden_layers": args.layers} if args.layers else {}
     if args.device == "cpu":
         shape.update(hidden_size=128, intermediate_size=256, num_attention_heads=4, num_key_value_heads=2,
@@ -138,12 +143,16 @@ def main(argv=None):
                          "itl_p99_ms": 1000 * percentile(gaps, 99), "itl_max_ms": 1000 * max(gaps) if gaps else None,
                          "gaps_in_window": len(gaps), "steps_in_window": len(steps),
                          "slowest_steps": [{"gap_ms": 1000 * st["gap_s"], "decodes": st["decodes"],
-                                            "prefill": st["prefill"]} for st in slowest]})
-        print_table(itl_rows[-1:], [k for k in itl_rows[-1] if k != "slowest_steps"])
+                                            "prefill": st["prefill"]} for st in slowest],
+                         "steps_gap_ms_gpu_ms_decodes_prefill": [
+                             [round(1000 * st["gap_s"], 2), round(1000 * st["gpu_s"], 2) if st["gpu_s"] else None,
+                              st["decodes"], st["prefill"]] for st in steps]})
+        print_table(itl_rows[-1:], [k for k in itl_rows[-1] if not k.startswith(("slowest", "steps_"))])
         print("slowest steps:", itl_rows[-1]["slowest_steps"])
     payload = {"model": "Qwen2.5-7B shape, random bf16 weights", "prompt_tokens": args.prompt,
                "generated_tokens": args.tokens, "long_prompt_tokens": args.long,
-               "cuda_graphs": engine.runner.graphs is not None, "decode": rows, "itl_under_prefill": itl_rows}
+               "cuda_graphs": engine.runner.graphs is not None,
+               "chunk_granule": engine.scheduler.chunk_granule, "decode": rows, "itl_under_prefill": itl_rows}
     engine.shutdown()
     write_result("decode", args.device, payload, args.out_dir)
     print_table(rows, ["users", "output_tok_s", "itl_p50_ms", "itl_p99_ms"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import threading
 import time
 
 import torch
@@ -31,18 +32,46 @@ def _mem_snapshot():
             "cuda_mallocs": stats.get("segment.all.allocated", 0)}
 
 
+class SteadyStateWatch:
+    """Allocator segments once the prefill's first two steps are done, read from this
+    thread while the engine runs: segments created after that are steady-state allocations."""
+
+    def __init__(self, engine):
+        self.engine, self.first = engine, engine.num_steps
+        self.segments = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self):
+        while not self._stop.wait(0.002):
+            if self.engine.num_steps >= self.first + 2:
+                self.segments = torch.cuda.memory_stats().get("segment.all.allocated", 0)
+                return
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+
 def run_ours(engine, prompt):
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     before = _mem_snapshot()
-    wall = time.perf_counter()
+    watch = SteadyStateWatch(engine)
+    wall_start = time.monotonic()
     out = engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0, ignore_eos=True))[0]
-    wall = time.perf_counter() - wall
+    wall = time.monotonic() - wall_start
+    watch.stop()
     after = _mem_snapshot()
+    steps = [[c[0][0], c[0][1], round(1000 * st["gap_s"], 2), round(1000 * st["gpu_s"], 2) if st["gpu_s"] else None]
+             for st in engine.recent_steps() if st["time"] >= wall_start and st["gap_s"] and (c := st["prefill"])]
     return {"ttft_s": out.metrics.ttft, "wall_s": wall, "cached_tokens": out.num_cached_tokens,
             "extra_gib": (torch.cuda.max_memory_allocated() - before["allocated"]) / GiB,
             "new_segments": after["segments"] - before["segments"],
-            "reserved_growth_gib": (after["reserved"] - before["reserved"]) / GiB}
+            "steady_new_segments": None if watch.segments is None else after["segments"] - watch.segments,
+            "reserved_growth_gib": (after["reserved"] - before["reserved"]) / GiB,
+            "steps": steps}
 
 
 @torch.inference_mode()
@@ -103,7 +132,9 @@ def main(argv=None):
         ours = run_ours(engine, prompt)
         row = {"tokens": length, "ours_ttft_s": ours["ttft_s"], "ours_tflops": flops / ours["ttft_s"] / 1e12,
                "ours_extra_gib": ours["extra_gib"], "ours_new_segments": ours["new_segments"],
-               "ours_reserved_growth_gib": ours["reserved_growth_gib"]}
+               "ours_reserved_growth_gib": ours["reserved_growth_gib"],
+               "ours_steady_new_segments": ours["steady_new_segments"],
+               "ours_steps_start_len_gap_ms_gpu_ms": ours["steps"]}
         row["ours_peak_fraction"] = row["ours_tflops"] / peak
         warm = run_ours(engine, prompt + random_prompt(args.question, seed=length + 1))
         row.update({"warm_ttft_s": warm["ttft_s"], "warm_cached_tokens": warm["cached_tokens"],
@@ -113,9 +144,10 @@ def main(argv=None):
             row.update({"hf_ttft_s": hf_run["ttft_s"], "hf_tflops": flops / hf_run["ttft_s"] / 1e12,
                         "hf_extra_gib": hf_run["extra_gib"], "speedup_vs_hf": hf_run["ttft_s"] / ours["ttft_s"]})
         rows.append(row)
-        print_table([row], list(row))
+        print_table([row], [k for k in row if not k.startswith("ours_steps")])
     columns = ["tokens", "ours_ttft_s", "ours_tflops", "ours_peak_fraction", "hf_ttft_s", "hf_tflops",
-               "speedup_vs_hf", "ours_extra_gib", "hf_extra_gib", "ours_new_segments", "warm_ttft_s",
+               "speedup_vs_hf", "ours_extra_gib", "hf_extra_gib", "ours_new_segments", "ours_steady_new_segments",
+               "warm_ttft_s",
                "warm_over_cold"]
     payload = {"model": "Qwen2.5-7B shape, random bf16 weights", "layers": cfg.num_hidden_layers,
                "non_embedding_params": params, "matmul_peak_tflops": peak,

@@ -65,7 +65,7 @@ class Engine:
         self.num_steps = 0
         self._inflight: Optional[InFlight] = None   # a decode step launched, tokens not read yet
         self.num_steps_ahead = 0      # decode steps launched before the previous one's tokens landed
-        # (applied time, decodes, [(prefill start, tokens)]) of recent steps, for diagnostics
+        # (applied time, decodes, [(prefill start, tokens)], GPU span) of recent steps, for diagnostics
         self._step_log: deque = deque(maxlen=4096)
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="longread-engine", daemon=True)
@@ -277,13 +277,13 @@ class Engine:
                 chunk.request.metrics.first_scheduled_time = now
         try:
             if self.config.overlap_decode and can_launch_ahead(out.chunks):
-                self._inflight = InFlight(out.chunks, self.runner.launch_ahead(out.chunks))
+                self._inflight = InFlight(out.chunks, self.runner.launch_ahead(out.chunks), self.runner.last_span)
                 return
             tokens, logprobs = self.runner.execute(out.chunks)
         except Exception as exc:
             self._fail_step(out.chunks, exc)
             return
-        self._apply(out.chunks, tokens, logprobs)
+        self._apply(out.chunks, tokens, logprobs, self.runner.last_span)
 
     def _advance_inflight(self) -> None:
         """Launch the decode step after the one in flight (when nothing else needs the
@@ -295,13 +295,13 @@ class Engine:
                 follow = next_decode_step(flight, self.scheduler.running, self.kv, self.max_model_len)
                 if follow is not None:
                     chunks, input_ids = follow
-                    nxt = InFlight(chunks, self.runner.launch_ahead(chunks, input_ids))
+                    nxt = InFlight(chunks, self.runner.launch_ahead(chunks, input_ids), self.runner.last_span)
                     self.num_steps_ahead += 1
             tokens = flight.tokens.wait()
         except Exception as exc:
             self._fail_step(flight.chunks + (nxt.chunks if nxt else []), exc)
             return
-        self._apply(flight.chunks, tokens, [None] * len(tokens))
+        self._apply(flight.chunks, tokens, [None] * len(tokens), flight.span)
         self._inflight = nxt
 
     def _fail_step(self, chunks, exc: Exception) -> None:
@@ -312,13 +312,15 @@ class Engine:
                 stream.request.error = f"{type(exc).__name__}: {exc}"
                 self._finish(stream, "error")
 
-    def _apply(self, chunks, tokens, logprobs) -> None:
+    def _apply(self, chunks, tokens, logprobs, span=None) -> None:
         """Record a finished step: computed tokens, cached blocks, sampled tokens, outputs.
         Requests that ended while the step was in flight are skipped (their rows are waste)."""
         self.num_steps += 1
         now = time.monotonic()
+        # The step's tokens have landed, so its span's events have completed.
+        gpu_s = span[0].elapsed_time(span[1]) / 1000 if span else None
         self._step_log.append((now, sum(1 for c in chunks if c.num_tokens == 1 and c.start > 0),
-                               [(c.start, c.num_tokens) for c in chunks if c.num_tokens > 1 or c.start == 0]))
+                               [(c.start, c.num_tokens) for c in chunks if c.num_tokens > 1 or c.start == 0], gpu_s))
         sampled = iter(zip(tokens, logprobs))
         for chunk in chunks:
             token, lp = next(sampled) if chunk.completes else (None, None)
@@ -340,10 +342,11 @@ class Engine:
     # --- introspection -------------------------------------------------------------------
     def recent_steps(self) -> List[dict]:
         """The last few thousand steps: when each was applied (monotonic s), the gap since the
-        previous one (what a reader waits between tokens), its decodes and prefill chunks."""
+        previous one (what a reader waits between tokens), its decodes and prefill chunks, and
+        on a GPU the time from its first kernel to its last (gap minus that: host time)."""
         log_ = list(self._step_log)
-        return [{"time": t, "gap_s": t - log_[i - 1][0] if i else None, "decodes": d, "prefill": p}
-                for i, (t, d, p) in enumerate(log_)]
+        return [{"time": t, "gap_s": t - log_[i - 1][0] if i else None, "decodes": d, "prefill": p, "gpu_s": g}
+                for i, (t, d, p, g) in enumerate(log_)]
 
     def stats(self) -> dict:
         pool = self.kv.pool

@@ -49,6 +49,7 @@ class PendingTokens:
 class InFlight:
     chunks: List[ScheduledChunk]
     tokens: PendingTokens
+    span: Optional[tuple] = None      # CUDA events around its forward (runner.last_span)
 
 
 def samples_on_device(request: Request) -> bool:

@@ -40,6 +40,10 @@ class ModelRunner:
         self.generator = torch.Generator().manual_seed(seed)   # for requests without a seed
         # ... when their tokens are drawn on the device (steps launched ahead: engine/overlap.py)
         self.device_generator = torch.Generator(device=device).manual_seed(seed)
+        # GPU span of the last step launched (CUDA events around its forward), for the step
+        # log: a step's wall gap minus its GPU span is host time with the GPU idle.
+        self._timed = torch.device(device).type == "cuda"
+        self.last_span: Optional[Tuple[torch.cuda.Event, torch.cuda.Event]] = None
 
     def warm_up(self) -> None:
         """Let the attention backend build its kernel plans on this layer's cache and the
@@ -108,10 +112,22 @@ class ModelRunner:
         """Run the step's forward (a CUDA graph when one fits); logits of the chunks that
         complete, in order, or None if none does."""
         if self.graphs is not None and self.graphs.can_run(chunks):
-            return self.graphs.run(chunks, input_ids)
-        ids, step, sample_rows = self._build(chunks, input_ids)
-        hidden = self._forward(ids, step)
-        return self.model.compute_logits(hidden[sample_rows]) if sample_rows else None
+            start = self._event()
+            logits = self.graphs.run(chunks, input_ids)
+        else:
+            ids, step, sample_rows = self._build(chunks, input_ids)
+            start = self._event()             # after the host built the inputs
+            hidden = self._forward(ids, step)
+            logits = self.model.compute_logits(hidden[sample_rows]) if sample_rows else None
+        self.last_span = (start, self._event()) if self._timed else None
+        return logits
+
+    def _event(self) -> Optional[torch.cuda.Event]:
+        if not self._timed:
+            return None
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
 
     @torch.inference_mode()
     def execute(self, chunks: Sequence[ScheduledChunk]) -> Tuple[List[int], List[Optional[dict]]]:

@@ -51,6 +51,34 @@ def test_gpu_decode_overlap_matches_steps_in_turn(llama_dir, graphs):
     assert results[True][0][1] == "stop"
 
 
+def test_gpu_sampled_requests_draw_on_the_device_and_run_ahead(llama_dir):
+    """Unseeded temperature / top-k / top-p rows are drawn on the GPU (a CUDA generator), so
+    their steps launch ahead: top_k=1 gives the greedy answer, the same engine seed the same
+    draws, and the draws follow softmax(logits / T) within top-p."""
+    from engine.layers.sampler import sample_on_device
+    logits = torch.tensor([3.0, 2.0, 1.0, 0.0], device="cuda").repeat(2, 1)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    rows = [SamplingParams(temperature=2.0), SamplingParams(temperature=1.0, top_p=0.7)]
+    draws = torch.stack([sample_on_device(logits, rows, gen) for _ in range(4000)]).cpu()
+    freq = torch.bincount(draws[:, 0], minlength=4).float() / len(draws)
+    assert (freq - (logits[0].cpu() / 2.0).softmax(-1)).abs().max() < 0.03
+    assert set(draws[:, 1].tolist()) == {0, 1}
+
+    prompts = [PROMPT, "def main():", "Berlin is"]
+    greedy = SamplingParams(max_tokens=16, temperature=0, ignore_eos=True)
+    top1 = SamplingParams(max_tokens=16, temperature=0.8, top_k=1, ignore_eos=True)
+    warm = SamplingParams(max_tokens=16, temperature=0.9, top_p=0.95, ignore_eos=True)
+    runs = []
+    for _ in range(2):
+        with Engine(model=str(llama_dir), device="cuda", dtype="float32", seed=3) as engine:
+            expected = [o.outputs[0].token_ids for o in engine.generate(prompts, greedy)]
+            ahead = engine.stats()["num_steps_ahead"]
+            assert [o.outputs[0].token_ids for o in engine.generate(prompts, top1)] == expected
+            assert engine.stats()["num_steps_ahead"] > ahead, "sampled rows must take the overlapped path"
+            runs.append(engine.generate([prompts[0]], warm)[0].outputs[0].token_ids)
+    assert runs[0] == runs[1] and len(runs[0]) == 16
+
+
 def test_gpu_bf16_logits_close_to_reference_backend(tmp_path):
     """bf16 on the GPU: the fast backend agrees with the exact torch backend on one device."""
     from .tiny_models import save_tiny_model
