@@ -20,7 +20,7 @@ nvidia-smi --query-gpu=$fields --format=csv -lms 500 > "$out/smi.csv" 2>&1 &
 smi=$!
 trap 'kill $smi 2>/dev/null' EXIT
 for part in $parts; do
-    echo "=== $part $(date -u +%H:%M:%S)" | tee -a "$out/smi.csv"
+    echo "=== $part $(date -u +%Y/%m/%d\ %H:%M:%S)" | tee -a "$out/gpu.txt"
     case $part in
         tests) timeout 150 python3 -m pytest tests/engine/test_gpu_backend.py tests/engine/test_vision_gpu.py -q \
                    -p no:cacheprovider -rs 2>&1 | tail -15 | tee "$out/gpu-tests.txt" ;;
