@@ -317,10 +317,10 @@ class Engine:
         Requests that ended while the step was in flight are skipped (their rows are waste)."""
         self.num_steps += 1
         now = time.monotonic()
-        # The step's tokens have landed, so its span's events have completed.
-        gpu_s = span[0].elapsed_time(span[1]) / 1000 if span else None
+        # The span's events are read later (recent_steps): a prefill step that samples
+        # nothing is applied without waiting for the device.
         self._step_log.append((now, sum(1 for c in chunks if c.num_tokens == 1 and c.start > 0),
-                               [(c.start, c.num_tokens) for c in chunks if c.num_tokens > 1 or c.start == 0], gpu_s))
+                               [(c.start, c.num_tokens) for c in chunks if c.num_tokens > 1 or c.start == 0], span))
         sampled = iter(zip(tokens, logprobs))
         for chunk in chunks:
             token, lp = next(sampled) if chunk.completes else (None, None)
@@ -345,8 +345,8 @@ class Engine:
         previous one (what a reader waits between tokens), its decodes and prefill chunks, and
         on a GPU the time from its first kernel to its last (gap minus that: host time)."""
         log_ = list(self._step_log)
-        return [{"time": t, "gap_s": t - log_[i - 1][0] if i else None, "decodes": d, "prefill": p, "gpu_s": g}
-                for i, (t, d, p, g) in enumerate(log_)]
+        return [{"time": t, "gap_s": t - log_[i - 1][0] if i else None, "decodes": d, "prefill": p,
+                 "gpu_s": _span_seconds(g)} for i, (t, d, p, g) in enumerate(log_)]
 
     def stats(self) -> dict:
         pool = self.kv.pool
@@ -383,3 +383,9 @@ class Engine:
     def __exit__(self, *exc):
         self.shutdown()
 
+
+def _span_seconds(span) -> Optional[float]:
+    """Seconds between a step's CUDA events, or None (no span, or not finished yet)."""
+    if not span or not span[1].query():
+        return None
+    return span[0].elapsed_time(span[1]) / 1000

@@ -115,6 +115,16 @@ def test_decode_steps_allocate_nothing_new():
         assert torch.cuda.memory_stats()["segment.all.allocated"] == before
 
 
+def test_step_log_records_each_steps_gpu_span(llama_dir):
+    """The step log's GPU span (CUDA events) for prefill steps that sample nothing (applied
+    without waiting for the device), a completing step and decodes: present and plausible."""
+    with Engine(model=str(llama_dir), device="cuda", dtype="bfloat16", max_num_batched_tokens=64) as engine:
+        engine.generate([list(range(5, 305))], SamplingParams(max_tokens=6, temperature=0, ignore_eos=True))
+        steps = engine.recent_steps()[-10:]
+    assert [len(st["prefill"]) for st in steps] == [1] * 5 + [0] * 5     # 300 tokens in chunks of 64
+    assert all(st["gpu_s"] is not None and 0 < st["gpu_s"] < 5 for st in steps), steps
+
+
 def _compiled_variants():
     from engine.layers import triton_decode, triton_merge
     kernels = [triton_decode._paged_decode_kernel, triton_decode._reduce_splits_kernel,
