@@ -18,6 +18,10 @@ from typing import List, Optional, Sequence
 
 from .request import Request
 
+# Evicting ahead for a prompt being read (BlockPool.allocate): at most this many tokens'
+# worth, the GPU attention's longest key piece (longer runs gain nothing).
+UPCOMING_TOKENS_CAP = 32768
+
 
 def hash_block(parent: Optional[bytes], token_ids: Sequence[int], extra_keys: Sequence[str]) -> bytes:
     h = hashlib.blake2b(digest_size=16)
@@ -54,12 +58,21 @@ class BlockPool:
     def num_cached_free(self) -> int:
         return len(self._free_cached)
 
-    def allocate(self, n: int, after: Optional[int] = None) -> List[int]:
+    def allocate(self, n: int, after: Optional[int] = None, upcoming: int = 0) -> List[int]:
         """Take n free blocks, consecutive where possible: the never-cached blocks right
         after `after` (the request's last block), then the first run of never-cached blocks
         long enough for the rest, then never-cached blocks in address order, and only then
-        evict cached blocks, least recently used first."""
+        evict cached blocks, least recently used first.
+
+        upcoming: blocks the caller will ask for soon (the rest of a prompt being read).
+        When cached blocks must be evicted, up to that many more are evicted now, together:
+        least-recently-used blocks come in descending runs (requests release tail first), so
+        evicting a step's worth at a time would hand a long prompt runs in reverse order, each
+        a separate piece for the attention; evicted together they form one ascending run."""
         assert n <= self.num_free, "caller must check capacity first"
+        short = n - self._num_uncached
+        if short > 0:
+            self._evict(min(len(self._free_cached), short + upcoming))
         out: List[int] = []
         block = after + 1 if after is not None else self.num_blocks
         while len(out) < n and block < self.num_blocks and self._uncached[block]:
@@ -74,16 +87,18 @@ class BlockPool:
         while len(out) < n and self._num_uncached:
             position = self._uncached.find(b"\x01", position)
             self._take_uncached(position, 1, out)
-        evicted = []
-        while len(out) + len(evicted) < n:
-            block, _ = self._free_cached.popitem(last=False)
-            del self.cached[self.block_hash[block]]
-            self.block_hash[block] = None
-            evicted.append(block)
-        out.extend(sorted(evicted))      # requests are released tail first: sorting restores runs
         for block in out:
             self.ref_counts[block] = 1
         return out
+
+    def _evict(self, count: int) -> None:
+        """Turn the `count` least recently used cached-free blocks into plain free blocks."""
+        for _ in range(count):
+            block, _ = self._free_cached.popitem(last=False)
+            del self.cached[self.block_hash[block]]
+            self.block_hash[block] = None
+            self._uncached[block] = 1
+        self._num_uncached += count
 
     def _take_uncached(self, start: int, count: int, out: List[int]) -> None:
         self._uncached[start:start + count] = bytes(count)
@@ -202,7 +217,10 @@ class KVCacheManager:
         needed = self.blocks_for(request.num_computed_tokens + num_new_tokens) - len(request.block_ids)
         if needed > 0:
             last = request.block_ids[-1] if request.block_ids else None
-            request.block_ids.extend(self.pool.allocate(needed, after=last))
+            # The rest of a prompt being read (capped: a long prompt's runs need not be longer).
+            upcoming = min(self.blocks_for(request.num_prompt_tokens) - len(request.block_ids) - needed,
+                           self.blocks_for(UPCOMING_TOKENS_CAP))
+            request.block_ids.extend(self.pool.allocate(needed, after=last, upcoming=max(0, upcoming)))
         return True
 
     def cache_computed_blocks(self, request: Request) -> None:

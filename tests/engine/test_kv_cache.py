@@ -150,3 +150,24 @@ def test_evicted_cached_blocks_come_back_in_address_order():
     second = make_request(list(range(100, 140)), rid="b")
     assert kv.allocate(second, 40)                   # evicts 10 cached blocks
     assert second.block_ids == sorted(second.block_ids)
+
+
+def test_a_long_prompt_evicting_a_cached_document_gets_long_runs():
+    """The pool is full of a finished document's cached blocks (released tail first, so
+    least recently used runs backwards). A long prompt read chunk by chunk evicts ahead
+    (the rest of its prompt, capped) instead of one chunk's worth at a time, which would
+    give it one reversed run per chunk: each a separate piece for the GPU attention."""
+    from engine.kv_cache import UPCOMING_TOKENS_CAP
+    block = UPCOMING_TOKENS_CAP // 64                 # 64 blocks per capped eviction
+    kv = KVCacheManager(num_blocks=300, block_size=block)
+    cache_and_free(kv, list(range(300 * block)), "document")
+    long = make_request(list(range(10**6, 10**6 + 280 * block)), rid="long")
+    chunk = 8 * block                                 # 8 blocks per step
+    for start in range(0, 280 * block, chunk):
+        assert kv.allocate(long, chunk)
+        long.num_computed_tokens = start + chunk
+    runs = sum(1 for a, b in zip(long.block_ids, long.block_ids[1:]) if b != a + 1) + 1
+    assert len(set(long.block_ids)) == 280 and runs <= 280 // 64 + 2, runs
+    assert kv.num_free_blocks == 20 and kv.pool.num_cached_free == 20   # evicted only what it used
+    kv.free(long)
+    assert kv.num_free_blocks == 300
