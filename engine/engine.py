@@ -267,6 +267,7 @@ class Engine:
         if self._inflight is not None:
             self._advance_inflight()
             return
+        began = time.monotonic()
         out = self.scheduler.schedule()
         if out.is_empty:
             time.sleep(0.001)
@@ -284,6 +285,7 @@ class Engine:
             self._fail_step(out.chunks, exc)
             return
         self._apply(out.chunks, tokens, logprobs, self.runner.last_span)
+        self.scheduler.observe_step(time.monotonic() - began)      # budgeted steps calibrate the time model
 
     def _advance_inflight(self) -> None:
         """Launch the decode step after the one in flight (when nothing else needs the

@@ -176,7 +176,9 @@ def build_model_and_runner(config: EngineConfig, source: Optional[ModelSource] =
         runner.enable_cuda_graphs(config.max_num_seqs, max_model_len)
     memory = {"weights_bytes": weight_bytes,
               "kv_cache_bytes": num_blocks * config.block_size * per_token,
-              "workspace_bytes": workspace.nbytes if workspace is not None else 0}
+              # the layer scratch plus the attention's own (merge accumulator, key gathers)
+              "workspace_bytes": (workspace.nbytes if workspace is not None else 0) +
+              getattr(attention, "scratch_bytes", 0)}
     if vision is not None:
         vision.connect(runner)
         memory["vision_cache_bytes"] = vision.cache.nbytes

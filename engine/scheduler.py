@@ -68,6 +68,7 @@ class Scheduler:
         self.max_step_time = max_step_time
         self._time_left = 0.0
         self._timed = False                  # is this step budgeted in time (decodes share it)
+        self.last_estimate: Optional[float] = None   # modelled seconds of the last budgeted prefill step
         self.chunk_granule = chunk_granule   # prefill chunks that do not end a prompt: multiples of this
         self.waiting: deque = deque()
         self.running: List[Request] = []     # admission order; the tail is preempted first
@@ -203,4 +204,13 @@ class Scheduler:
             out.chunks.append(chunk)
             scheduled[id(request)] = chunk
             budget -= plan.num_tokens
+        has_prefill = any(c.num_tokens > 1 for c in out.chunks)
+        self.last_estimate = self.max_step_time - self._time_left if self._timed and has_prefill else None
         return out
+
+    def observe_step(self, seconds: float) -> None:
+        """The last scheduled step took `seconds` from scheduling to its tokens: calibrate
+        the time model when that step was budgeted."""
+        if self.last_estimate is not None:
+            self.cost_model.observe(self.last_estimate, seconds)
+            self.last_estimate = None

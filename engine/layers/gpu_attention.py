@@ -3,9 +3,11 @@
 Prefill chunks: queries are processed in slices of `query_slice` tokens. Each slice attends
 to (a) its own keys, causally, and (b) everything before it — the cached prefix and earlier
 slices, already written to the cache — without a mask; the parts are merged by
-log-sum-exp (triton_merge.py). Keys are zero-copy views of runs of consecutive cache
-blocks, queries a view of the workspace, and GQA is the kernel's (no head is expanded or
-folded when the kernel takes GQA natively). Fused kernels: attention_kernels.py.
+log-sum-exp (triton_merge.py). The prefix is cut into canonical pieces by position; a
+piece inside one run of consecutive cache blocks is a zero-copy view, one that spans runs
+is gathered into a preallocated buffer. Queries are a view of the workspace, and GQA is the
+kernel's (no head is expanded or folded when the kernel takes GQA natively). Fused
+kernels: attention_kernels.py.
 Decodes: one Triton launch for every decoding sequence (triton_decode.py).
 """
 from __future__ import annotations
@@ -23,12 +25,12 @@ from .triton_merge import Part, merge_parts
 
 log = logging.getLogger("longread.attention")
 
-MAX_VIEW_RUNS = 16      # more fragmented than this: gather the keys instead
 # Longest key piece handed to cuDNN in one call. Its workspace grows with the keys (+0.3 GiB
 # measured at 64K on an H200) and past ~128K it falls off its fast path; 32K pieces run at
 # the same TF/s as 64K ones (bench/attn_kernels.py) and the merges are cheap.
 MAX_PIECE = 32768
 MIN_QUERY = 1024        # the shortest canonical query slice
+MAX_KEY_SPLITS = 4      # batched parts a key piece is cut into for short query slices
 
 
 def block_runs(block_table: List[int], begin: int, end: int, block_size: int) -> List[Tuple[int, int, int]]:
@@ -90,11 +92,23 @@ class CudaAttention:
         # prefix-cache hits) is cut into the shorter canonical lengths before the plan-free
         # kernel gets what is left (flash runs at about half cuDNN's speed).
         self.short_pieces = self.query_lengths[1:]
+        # A short query slice fills few thread blocks (1024 queries x 28 heads: 224 blocks,
+        # 1.7 waves on 132 SMs); its key pieces run as B batched parts instead, B times the
+        # blocks (bench/chunk_shapes.py: 1024 queries x 32K keys 575 -> 644 TF/s at B=4,
+        # 2048 queries 595 -> 665 at B=2). Used for time-budgeted chunks beside decodes.
+        self.key_splits = {n: min(MAX_KEY_SPLITS, query_slice // (2 * n)) for n in self.query_lengths
+                           if query_slice // (2 * n) >= 2}
         self.device, self.dtype = device, dtype
+        # Keys and values of a piece that spans runs of blocks are gathered here (one piece
+        # at a time: the stream runs each piece's kernel before the next gather).
+        self._gather = torch.empty(2, max(self.pieces[-1], query_slice), num_kv_heads, head_dim,
+                                   device=device, dtype=dtype)
+        self._gather_slots: dict = {}      # per step: a piece's runs -> its slots on the device
         # fp32 running result of a slice with several prefix pieces: allocated once, here,
         # so prefill steps allocate nothing new for it.
         self._acc = Part(torch.empty(query_slice, num_heads, head_dim, device=device, dtype=torch.float32),
                          torch.empty(query_slice, num_heads, device=device, dtype=torch.float32))
+        self.scratch_bytes = sum(t.numel() * t.element_size() for t in (*self._acc, self._gather))
         log.info("prefill attention: %s for canonical shapes, %s otherwise",
                  self.kernel_name, self.any_shape_kernel_name)
 
@@ -115,6 +129,10 @@ class CudaAttention:
             for keys in self.pieces + self.short_pieces:
                 self.canonical_kernel(q, self._view(k_cache, 0, keys), self._view(v_cache, 0, keys), False,
                                       self.scale)
+                splits = self._splits(n, keys)
+                if splits > 1:
+                    self.canonical_kernel(q.expand(splits, -1, -1, -1), self._split(k_cache[:keys], splits),
+                                          self._split(v_cache[:keys], splits), False, self.scale)
         torch.cuda.synchronize(self.device)
 
     def _warm_merges(self, kv_cache, qkv_rows: torch.Tensor) -> None:
@@ -158,8 +176,21 @@ class CudaAttention:
     def _view(cache: torch.Tensor, slot: int, n: int) -> torch.Tensor:
         return cache[slot:slot + n].transpose(0, 1).unsqueeze(0)
 
+    @staticmethod
+    def _split(rows: torch.Tensor, parts: int) -> torch.Tensor:
+        """[n, KV heads, D] rows -> [parts, KV heads, n / parts, D]: consecutive key parts as
+        a batch (a view)."""
+        n, kv_heads, head_dim = rows.shape
+        return rows.view(parts, n // parts, kv_heads, head_dim).permute(0, 2, 1, 3)
+
+    def _splits(self, query_len: int, keys: int) -> int:
+        """Batched parts for a canonical query slice against a canonical piece of `keys`."""
+        splits = self.key_splits.get(query_len, 1)
+        return splits if keys >= self.query_slice and keys % splits == 0 else 1
+
     # --- per step --------------------------------------------------------------------------
     def prepare(self, meta: AttentionMetadata, device) -> None:
+        self._gather_slots = {}
         decode_rows, tables, lens, prefills = [], [], [], []
         for i in range(meta.num_seqs):
             start, n = meta.context_starts[i], meta.query_lens[i]
@@ -213,47 +244,64 @@ class CudaAttention:
         q_heads = self._heads(q)
         k_own, v_own = self._read(k_cache, v_cache, runs_between(runs, begin, end))
         kernel = self.canonical_kernel if full else self.any_shape_kernel
-        acc = Part.of_kernel(*kernel(q_heads, k_own, v_own, True, self.scale))
+        acc = Part.of_kernel(*kernel(q_heads, self._heads(k_own), self._heads(v_own), True, self.scale))
         pieces = self.key_pieces(runs_between(runs, 0, begin)) if begin else []
         if not pieces:
             out.copy_(acc.out)
             return
-        for index, (piece_runs, canonical) in enumerate(pieces):
+        plan = []
+        for piece_runs, canonical in pieces:
+            keys = sum(n for _, n in piece_runs)
+            plan.append((piece_runs, canonical, self._splits(length, keys) if canonical and full else 1))
+        remaining = sum(splits for _, _, splits in plan)         # parts still to merge
+        for piece_runs, canonical, splits in plan:
             keys, values = self._read(k_cache, v_cache, piece_runs)
-            kernel = self.canonical_kernel if (canonical and full) else self.any_shape_kernel
-            part = Part.of_kernel(*kernel(q_heads, keys, values, False, self.scale))
-            last = index == len(pieces) - 1
-            target = Part(out, acc.lse) if last else Part(self._acc.out[:length], self._acc.lse[:length])
-            merge_parts(acc, part, target, write_lse=not last)
-            part = keys = values = None      # free the kernel's buffers before its next call
-            acc = target
+            if splits > 1:
+                result = self.canonical_kernel(q_heads.expand(splits, -1, -1, -1), self._split(keys, splits),
+                                               self._split(values, splits), False, self.scale)
+            else:
+                kernel = self.canonical_kernel if (canonical and full) else self.any_shape_kernel
+                result = kernel(q_heads, self._heads(keys), self._heads(values), False, self.scale)
+            for b in range(splits):
+                remaining -= 1
+                part = Part.of_kernel(result[0][b:b + 1], result[1][b:b + 1])
+                target = Part(out, acc.lse) if not remaining else Part(self._acc.out[:length], self._acc.lse[:length])
+                merge_parts(acc, part, target, write_lse=bool(remaining))
+                acc = target
+            result = part = keys = values = None      # free the kernel's buffers before its next call
 
     def key_pieces(self, runs: List[Tuple[int, int]]) -> List[Tuple[List[Tuple[int, int]], bool]]:
         """The keys of `runs` cut into pieces for one kernel call each: (runs of the piece,
-        canonical). Few runs: each run is cut on its own (every piece a zero-copy view).
-        Fragmented: the concatenated keys are cut, each piece gathered just before its call
-        (so at most one piece of keys is ever copied)."""
-        if len(runs) <= MAX_VIEW_RUNS:
-            return [([(slot, n)], canonical) for slot, n, canonical in self.split_pieces(runs)]
+        canonical). Cut by position, so every piece is canonical wherever the runs break
+        (a piece within one run is a view; one across runs is gathered when read)."""
         located = _positions(runs)
         total = sum(n for _, n in runs)
         return [(runs_between(located, first, first + n), canonical)
                 for first, n, canonical in self.split_pieces([(0, total)])]
 
     def _read(self, k_cache, v_cache, runs: List[Tuple[int, int]]):
-        """Keys and values at the slots of `runs` as [1, KV heads, n, D]: a view of the
-        cache for one run, a gathered copy otherwise (slots built on the device)."""
+        """Keys and values at the slots of `runs` as [n, KV heads, D] rows: a view of the
+        cache for one run, else gathered into the preallocated buffer (slots built on the
+        device, once per step for all layers)."""
         if len(runs) == 1:
             slot, n = runs[0]
-            return self._view(k_cache, slot, n), self._view(v_cache, slot, n)
-        starts = torch.tensor([s for s, _ in runs], dtype=torch.long).to(k_cache.device, non_blocking=True)
-        lengths = torch.tensor([n for _, n in runs], dtype=torch.long).to(k_cache.device, non_blocking=True)
-        total = sum(n for _, n in runs)
-        offsets = torch.cumsum(lengths, 0) - lengths                        # first position of each run
-        slots = torch.repeat_interleave(starts - offsets, lengths, output_size=total) + \
-            torch.arange(total, device=k_cache.device)
-        keys, values = k_cache.index_select(0, slots), v_cache.index_select(0, slots)
-        return self._view(keys, 0, total), self._view(values, 0, total)
+            return k_cache[slot:slot + n], v_cache[slot:slot + n]
+        key = tuple(runs)
+        slots = self._gather_slots.get(key)
+        if slots is None:
+            device = k_cache.device
+            starts = torch.tensor([s for s, _ in runs], dtype=torch.long).to(device, non_blocking=True)
+            lengths = torch.tensor([n for _, n in runs], dtype=torch.long).to(device, non_blocking=True)
+            total = sum(n for _, n in runs)
+            offsets = torch.cumsum(lengths, 0) - lengths                    # first position of each run
+            slots = torch.repeat_interleave(starts - offsets, lengths, output_size=total) + \
+                torch.arange(total, device=device)
+            self._gather_slots[key] = slots
+        n = slots.shape[0]
+        keys, values = self._gather[0, :n], self._gather[1, :n]
+        torch.index_select(k_cache, 0, slots, out=keys)
+        torch.index_select(v_cache, 0, slots, out=values)
+        return keys, values
 
 
 def _positions(runs: List[Tuple[int, int]]) -> List[Tuple[int, int, int]]:

@@ -110,38 +110,63 @@ def test_merge_kernel_reads_kernel_layouts_and_matches_logaddexp():
     torch.testing.assert_close(out_lse, torch.logaddexp(a.lse, b.lse), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("layout", ["runs", "scattered"])
-def test_prefill_slices_over_fragmented_pieces_match_reference(layout, monkeypatch):
-    """Several prefix pieces per slice (canonical, remainder) merge exactly; a cache too
-    fragmented for views is gathered piece by piece (slots built on the device)."""
-    from engine.layers import gpu_attention
+def _prefill_against_reference(attention, table, start, n, bs, gen, H, kvh, D):
+    """One chunk of n queries after `start` cached positions, through `attention` and the
+    exact torch backend over the same paged cache: both outputs."""
     from engine.layers.attention import AttentionMetadata, TorchAttention
-    from engine.layers.gpu_attention import CudaAttention
-    gen = torch.Generator().manual_seed(5)
-    H, kvh, D, bs = 6, 2, 16, 4
-    cuda_like = CudaAttention(H, kvh, D, D ** -0.5, "cpu", torch.float32, query_slice=4, max_keys=64)
     reference = TorchAttention(H, kvh, D, D ** -0.5)
-    k_cache, v_cache = torch.randn(200, kvh, D, generator=gen), torch.randn(200, kvh, D, generator=gen)
-    if layout == "runs":     # 45 cached positions in runs of 7, 2 and 3 blocks, then a 7-token chunk
-        table = [10, 11, 12, 13, 14, 15, 16, 30, 31, 3, 4, 5, 40, 41]
-    else:                    # one-block runs, released tail first
-        table = list(range(45, 3, -3))
-        monkeypatch.setattr(gpu_attention, "MAX_VIEW_RUNS", 4)
-    start, n = 45, 7
-    runs = runs_between(block_runs(table, 0, start, bs), 0, start)
-    pieces = cuda_like.key_pieces(runs)
-    assert len(pieces) >= (3 if layout == "runs" else 2)
-    widest = max(len(piece_runs) for piece_runs, _ in pieces)
-    assert widest == 1 if layout == "runs" else widest > 4          # views, or gathered pieces
+    k_cache, v_cache = torch.randn(400, kvh, D, generator=gen), torch.randn(400, kvh, D, generator=gen)
     q, k, v = (torch.randn(n, h, D, generator=gen) for h in (H, kvh, kvh))
     slots = torch.tensor([table[p // bs] * bs + p % bs for p in range(start, start + n)])
     outs = []
-    for backend in (cuda_like, reference):
+    for backend in (attention, reference):
         caches = (k_cache.clone(), v_cache.clone())
         meta = AttentionMetadata([0], [n], [start], slots, [table], bs)
         backend.prepare(meta, "cpu")
         outs.append(backend.forward(q, k, v, caches, meta))
+    return outs
+
+
+@pytest.mark.parametrize("layout", ["runs", "scattered"])
+def test_prefill_slices_over_fragmented_pieces_match_reference(layout):
+    """The prefix is cut into canonical pieces by position wherever the runs of blocks
+    break: pieces spanning runs are gathered (slots built on the device); parts merge exactly."""
+    from engine.layers.gpu_attention import CudaAttention
+    gen = torch.Generator().manual_seed(5)
+    H, kvh, D, bs = 6, 2, 16, 4
+    cuda_like = CudaAttention(H, kvh, D, D ** -0.5, "cpu", torch.float32, query_slice=4, max_keys=16)
+    if layout == "runs":     # 45 cached positions in runs of 7, 2 and 3 blocks, then a 7-token chunk
+        table = [10, 11, 12, 13, 14, 15, 16, 30, 31, 3, 4, 5, 40, 41]
+    else:                    # one-block runs, released tail first
+        table = list(range(45, 3, -3))
+    start, n = 45, 7
+    pieces = cuda_like.key_pieces(runs_between(block_runs(table, 0, start, bs), 0, start))
+    lengths = [sum(k for _, k in piece_runs) for piece_runs, _ in pieces]
+    assert lengths == [16, 16, 12, 1] and [c for _, c in pieces] == [True, True, True, False]
+    assert max(len(piece_runs) for piece_runs, _ in pieces) > 1                 # some are gathered
+    outs = _prefill_against_reference(cuda_like, table, start, n, bs, gen, H, kvh, D)
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-4)
+
+
+def test_short_query_slices_run_key_pieces_as_batched_parts(monkeypatch):
+    """A short canonical query slice runs each long key piece as B batched parts (more
+    thread blocks on the GPU), merged like any other parts: exact against the reference."""
+    from engine.layers import gpu_attention
+    from engine.layers.gpu_attention import CudaAttention
+    monkeypatch.setattr(gpu_attention, "MIN_QUERY", 4)
+    gen = torch.Generator().manual_seed(8)
+    H, kvh, D, bs = 6, 2, 16, 4
+    attention = CudaAttention(H, kvh, D, D ** -0.5, "cpu", torch.float32, query_slice=32, max_keys=200)
+    assert attention.query_lengths == [32, 16, 8, 4] and attention.key_splits == {8: 2, 4: 4}
+    calls = []
+    kernel = attention.canonical_kernel
+    attention.canonical_kernel = lambda q, k, v, causal, scale: (calls.append((q.shape[0], k.shape[2])),
+                                                                 kernel(q, k, v, causal, scale))[1]
+    table = list(range(60, 0, -1))                    # one-block runs: pieces are gathered too
+    start, n = 70, 12                                 # slices of 8 (B=2) and 4 (B=4) queries
+    outs = _prefill_against_reference(attention, table, start, n, bs, gen, H, kvh, D)
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-4)
+    assert (2, 32) in calls and (4, 16) in calls      # 64 cached keys as 2 x 32 and 4 x 16
 
 
 def test_key_remainders_are_cut_into_shorter_canonical_pieces(monkeypatch):

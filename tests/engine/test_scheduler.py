@@ -224,3 +224,40 @@ def test_chunks_shorter_than_the_granule_are_budgeted_at_the_slow_kernels_speed(
         assert cost <= 0.01 + 1e-9
     for start, n in small:            # as long as the slow kernel's cost allows, no longer
         assert n == 800 - start or abs(model.chunk_cost(start, n + 1, slow=True) - 0.01) < 0.002
+
+
+def test_step_time_model_calibrates_to_the_steps_it_measures():
+    """On a device twice as slow as modelled, budgeted steps overrun at first; the measured
+    step times pull the model's scale to ~2, after which steps fit the budget again. Steps
+    without readers (unbudgeted) leave the scale alone."""
+    from engine.kv_cache import KVCacheManager
+    from engine.request import Request
+    from engine.scheduler import Scheduler
+    from engine.step_cost import StepCostModel
+    truth = StepCostModel(matmul_s_per_token=2e-4, attention_s_per_pair=2e-6, overhead_s=0.001)
+    model = StepCostModel(matmul_s_per_token=1e-4, attention_s_per_pair=1e-6, overhead_s=0.001)
+    scheduler = Scheduler(KVCacheManager(num_blocks=800, block_size=16), max_num_batched_tokens=256,
+                          max_num_seqs=8, cost_model=model, max_step_time=0.05)
+    alone = Request("alone", [5] * 300, SamplingParams())
+    scheduler.add(alone)
+    scheduler.schedule()
+    scheduler.observe_step(1.0)                       # no one decoding: not budgeted
+    assert model.scale == 1.0
+    scheduler.running.remove(alone)
+    scheduler.kv.free(alone)
+    decoding = _decoding_requests(scheduler, 2)
+    long = Request("long", [5] * 4000, SamplingParams())
+    scheduler.add(long)
+    measured = []
+    for _ in range(14):
+        out = scheduler.schedule()
+        seconds = truth.overhead_s + sum(truth.chunk_cost(c.start, c.num_tokens) for c in out.chunks)
+        scheduler.observe_step(seconds)
+        measured.append(seconds)
+        for chunk in out.chunks:
+            chunk.request.num_computed_tokens = chunk.end
+            if chunk.request is not long:
+                chunk.request.output_token_ids.append(7)
+    assert measured[0] > 0.08                          # the uncalibrated model overran
+    assert abs(model.scale - 2.0) < 0.15, model.scale
+    assert all(s <= 0.05 * 1.1 for s in measured[-5:]), measured
