@@ -23,18 +23,32 @@ def main(argv=None):
     p.add_argument("--rows", type=int, default=22)
     p.add_argument("--host", action="store_true", help="also profile the Python side (cProfile)")
     p.add_argument("--host-decode", type=int, default=0, help="profile the Python side of N decoding users")
+    p.add_argument("--tail", type=int, default=0,
+                   help="profile only T new tokens read after each length's prompt (cached first, cold)")
+    p.add_argument("--churn", type=int, nargs="*", default=[],
+                   help="prompts read first, so the KV pool (sized to the longest read) is reused")
     args = p.parse_args(argv)
     hf = make_hf_model(num_hidden_layers=args.layers)
-    longest = max(args.lengths) + 64
+    longest = max(args.lengths) + args.tail + 64
+    pool = int(kv_bytes_per_token(hf.config) * longest * 1.02) if args.tail else \
+        int(kv_bytes_per_token(hf.config) * max(longest, 70000) * 1.1)
     engine = make_engine(hf, max_model_len=longest, max_num_batched_tokens=args.budget, max_num_seqs=64,
-                         kv_cache_memory=int(kv_bytes_per_token(hf.config) * max(longest, 70000) * 1.1))
+                         kv_cache_memory=pool)
     engine.generate([random_prompt(4000, seed=5)], SamplingParams(max_tokens=2, temperature=0))
+    for length in args.churn:
+        engine.generate([random_prompt(length, seed=length + 3)], SamplingParams(max_tokens=1, temperature=0))
     for length in args.lengths:
         prompt = random_prompt(length, seed=length + 9)
+        if args.tail:
+            engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))
+            prompt = prompt + random_prompt(args.tail, seed=length + 10)
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             out = engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))[0]
-        print(f"\n=== {length} tokens, {args.layers} layers: TTFT {out.metrics.ttft:.3f} s ===")
+        print(f"\n=== {length} tokens (+{args.tail} read), {args.layers} layers: TTFT {out.metrics.ttft:.3f} s, "
+              f"cached {out.num_cached_tokens} ===")
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.rows, max_name_column_width=60))
+        if args.tail:            # host-side time too (first-use loads, plan builds)
+            print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=12, max_name_column_width=60))
     if args.host_decode:
         host_profile(engine, [random_prompt(2048, seed=900 + i) for i in range(args.host_decode)], max_tokens=48)
     elif args.host:
