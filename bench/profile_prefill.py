@@ -51,6 +51,8 @@ def main(argv=None):
             print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=12, max_name_column_width=60))
     if args.host_decode:
         host_profile(engine, [random_prompt(2048, seed=900 + i) for i in range(args.host_decode)], max_tokens=48)
+    elif args.host and args.tail:           # the Python side of one more tail read
+        host_profile(engine, [prompt[:-args.tail] + random_prompt(args.tail, seed=4243)])
     elif args.host:
         host_profile(engine, [random_prompt(max(args.lengths), seed=4242)])
     engine.shutdown()
