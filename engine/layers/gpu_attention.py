@@ -123,21 +123,16 @@ class CudaAttention:
         if not self.kernel_name.startswith("cudnn") or kv_cache[0].shape[0] < self.pieces[-1]:
             return
         k_cache, v_cache = kv_cache
-        # Keys come as views of the cache or, for a piece spanning runs, from the gather
-        # buffer: plans for both sources (a first call on the buffer built plans mid-request).
-        sources = [(k_cache, v_cache), (self._gather[0], self._gather[1])]
         for n in self.query_lengths:
             q = self._heads(qkv_rows[:n, :self.num_heads * self.head_dim].view(n, self.num_heads, self.head_dim))
-            for keys_rows, values_rows in sources:
-                self.canonical_kernel(q, self._view(keys_rows, 0, n), self._view(values_rows, 0, n), True,
+            self.canonical_kernel(q, self._view(k_cache, 0, n), self._view(v_cache, 0, n), True, self.scale)
+            for keys in self.pieces + self.short_pieces:
+                self.canonical_kernel(q, self._view(k_cache, 0, keys), self._view(v_cache, 0, keys), False,
                                       self.scale)
-                for keys in self.pieces + self.short_pieces:
-                    self.canonical_kernel(q, self._view(keys_rows, 0, keys), self._view(values_rows, 0, keys),
-                                          False, self.scale)
-                    splits = self._splits(n, keys)
-                    if splits > 1:
-                        self.canonical_kernel(q.expand(splits, -1, -1, -1), self._split(keys_rows[:keys], splits),
-                                              self._split(values_rows[:keys], splits), False, self.scale)
+                splits = self._splits(n, keys)
+                if splits > 1:
+                    self.canonical_kernel(q.expand(splits, -1, -1, -1), self._split(k_cache[:keys], splits),
+                                          self._split(v_cache[:keys], splits), False, self.scale)
         torch.cuda.synchronize(self.device)
 
     def _warm_merges(self, kv_cache, qkv_rows: torch.Tensor) -> None:
