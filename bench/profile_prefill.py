@@ -66,6 +66,7 @@ def host_profile(engine, prompts, max_tokens=1, rows=25):
     from engine.output_processor import RequestStream
     from engine.request import Request
     engine.shutdown()                                   # stop the loop; we step by hand
+    engine.runner.warm_up()           # cuDNN keeps plans per thread: build them on this one too
     for i, prompt in enumerate(prompts):
         request = Request(f"host-profile-{i}", prompt, SamplingParams(max_tokens=max_tokens, temperature=0,
                                                                      ignore_eos=True))
