@@ -43,7 +43,8 @@ def prefill_table() -> str:
 
 def decode_table() -> str:
     """Newest row per user count and per step budget, each with the file it came from (budget
-    rows only from runs that logged their slowest steps: older runs measured older engines)."""
+    rows only from runs that logged every step with its GPU span, at the default chunk
+    granule: older runs measured older engines, others turned a bench knob)."""
     runs = _load("decode-cuda")
     if not runs:
         return ""
@@ -51,8 +52,10 @@ def decode_table() -> str:
     for name, rec in runs:
         for r in rec["decode"]:
             users[r["users"]] = (r, name)
+        if rec.get("chunk_granule", 1024) != 1024:
+            continue
         for r in rec["itl_under_prefill"]:
-            if "slowest_steps" in r:      # recorded with the step log (since the decode overlap)
+            if "steps_gap_ms_gpu_ms_decodes_prefill" in r:
                 budgets[r["step_budget"]] = (r, name, rec["long_prompt_tokens"])
     out = ["| users (2K prompts) | output tokens/s | ITL p50 ms | ITL p99 ms | result file |", "|---|---|---|---|---|"]
     out += [f"| {u} | {_fmt(r['output_tok_s'], 0)} | {_fmt(r['itl_p50_ms'], 1)} | {_fmt(r['itl_p99_ms'], 1)} | `{name}` |"
