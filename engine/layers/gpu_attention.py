@@ -139,15 +139,20 @@ class CudaAttention:
         """Compile the Triton merge for the layouts requests meet: Triton specializes on row
         counts and strides (1, multiples of 16, others), and a first compile costs ~1 s, which
         a reader would see as one long pause. Slices of 1, 17, 48 and a canonical length
-        against a canonical key piece plus a remainder; writes only a scratch output."""
+        against a canonical key piece plus a remainder; writes only a scratch output. Last,
+        the shortest canonical slice against keys in two runs of blocks, so the first request
+        whose pieces are gathered and run as batched parts meets nothing new either."""
         k_cache, v_cache = kv_cache
         begin = self.query_slice + 16
-        for length in (1, 17, 48, self.query_lengths[-1]):
-            if begin + length > k_cache.shape[0] or length > qkv_rows.shape[0]:
+        whole = [(0, 0, begin + 48)]                       # (first slot, position, length): one run
+        two_runs = [(0, 0, 16), (48, 16, begin + 32)]      # a break after the first 16 keys: slots +32
+        for length, runs in ((1, whole), (17, whole), (48, whole), (self.query_lengths[-1], whole),
+                             (self.query_lengths[-1], two_runs)):
+            slots_needed = begin + length + (32 if runs is two_runs else 0)
+            if slots_needed > k_cache.shape[0] or length > qkv_rows.shape[0]:
                 continue
             q = qkv_rows[:length, :self.num_heads * self.head_dim].view(length, self.num_heads, self.head_dim)
-            self._prefill_slice(q, k_cache, v_cache, [(0, 0, begin + length)], begin, begin + length,
-                                torch.empty_like(q))
+            self._prefill_slice(q, k_cache, v_cache, runs, begin, begin + length, torch.empty_like(q))
 
     def split_pieces(self, runs: List[Tuple[int, int]]) -> List[Tuple[int, int, bool]]:
         """Cut key runs into (slot, length, canonical) pieces: multiples of the slice (at

@@ -208,4 +208,5 @@ def test_merge_warm_up_runs_every_layout_and_leaves_the_cache_alone():
     finally:
         gpu_attention.merge_parts = original
     assert sorted(set(calls)) == [1, 8, 17, 48]
+    assert attention._gather_slots, "the two-run layout must have read keys through the gather buffer"
     assert all(torch.equal(a, b) for a, b in zip(cache, before))
