@@ -27,6 +27,10 @@ def main(argv=None):
                    help="profile only T new tokens read after each length's prompt (cached first, cold)")
     p.add_argument("--churn", type=int, nargs="*", default=[],
                    help="prompts read first, so the KV pool (sized to the longest read) is reused")
+    p.add_argument("--tail-reads", type=int, default=1,
+                   help="profile the tail read this many times (other new tokens each time): one-time costs")
+    p.add_argument("--shapes", action="store_true",
+                   help="also GPU time per operator and input shape (attention pieces, matmuls by shape)")
     args = p.parse_args(argv)
     hf = make_hf_model(num_hidden_layers=args.layers)
     longest = max(args.lengths) + args.tail + 64
@@ -38,17 +42,20 @@ def main(argv=None):
     for length in args.churn:
         engine.generate([random_prompt(length, seed=length + 3)], SamplingParams(max_tokens=1, temperature=0))
     for length in args.lengths:
-        prompt = random_prompt(length, seed=length + 9)
+        base = random_prompt(length, seed=length + 9)
         if args.tail:
-            engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))
-            prompt = prompt + random_prompt(args.tail, seed=length + 10)
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            out = engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))[0]
-        print(f"\n=== {length} tokens (+{args.tail} read), {args.layers} layers: TTFT {out.metrics.ttft:.3f} s, "
-              f"cached {out.num_cached_tokens} ===")
-        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.rows, max_name_column_width=60))
-        if args.tail:            # host-side time too (first-use loads, plan builds)
-            print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=12, max_name_column_width=60))
+            engine.generate([base], SamplingParams(max_tokens=1, temperature=0))
+        for read in range(args.tail_reads if args.tail else 1):
+            prompt = base + random_prompt(args.tail, seed=length + 10 + read) if args.tail else base
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=args.shapes) as prof:
+                out = engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))[0]
+            print(f"\n=== {length} tokens (+{args.tail} read, read {read + 1}), {args.layers} layers: "
+                  f"TTFT {out.metrics.ttft:.3f} s, cached {out.num_cached_tokens} ===")
+            print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.rows, max_name_column_width=60))
+            if args.tail:            # host-side time too (first-use loads, plan builds)
+                print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=12, max_name_column_width=60))
+            if args.shapes:
+                print_by_shape(prof, args.rows)
     if args.host_decode:
         host_profile(engine, [random_prompt(2048, seed=900 + i) for i in range(args.host_decode)], max_tokens=48)
     elif args.host and args.tail:           # the Python side of one more tail read
@@ -56,6 +63,20 @@ def main(argv=None):
     elif args.host:
         host_profile(engine, [random_prompt(max(args.lengths), seed=4242)])
     engine.shutdown()
+
+
+def print_by_shape(prof, rows: int) -> None:
+    """GPU time of the operators that launch kernels, split by input shape: which attention
+    pieces (queries x keys, causal or not) and which matmul shapes the time goes to."""
+    table = [(e.key, str(e.input_shapes)[:110], e.count, e.device_time_total / 1000)
+             for e in prof.key_averages(group_by_input_shape=True)
+             if e.key.startswith(("aten::_scaled_dot", "aten::mm", "aten::addmm", "aten::index",
+                                  "_merge", "_silu", "_add_rms", "_rope"))]
+    table.sort(key=lambda r: -r[3])
+    total = sum(r[3] for r in table)
+    print(f"\n{'operator':42} {'calls':>6} {'GPU ms':>10}  input shapes  (sum {total:.1f} ms)")
+    for key, shapes, count, ms in table[:rows * 2]:
+        print(f"{key[:42]:42} {count:6d} {ms:10.2f}  {shapes}")
 
 
 def host_profile(engine, prompts, max_tokens=1, rows=25):
