@@ -29,6 +29,9 @@ def main(argv=None):
                    help="prompts read first, so the KV pool (sized to the longest read) is reused")
     p.add_argument("--tail-reads", type=int, default=1,
                    help="profile the tail read this many times (other new tokens each time): one-time costs")
+    p.add_argument("--loop-host", action="store_true",
+                   help="profile the Python side of the engine loop's own steps (cProfile on its thread) "
+                        "instead of the GPU kernels")
     p.add_argument("--shapes", action="store_true",
                    help="also GPU time per operator and input shape (attention pieces, matmuls by shape)")
     args = p.parse_args(argv)
@@ -47,6 +50,14 @@ def main(argv=None):
             engine.generate([base], SamplingParams(max_tokens=1, temperature=0))
         for read in range(args.tail_reads if args.tail else 1):
             prompt = base + random_prompt(args.tail, seed=length + 10 + read) if args.tail else base
+            if args.loop_host:
+                with LoopProfile(engine) as loop:
+                    out = engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))[0]
+                print(f"\n=== {length} tokens (+{args.tail} read, read {read + 1}), {args.layers} layers: "
+                      f"TTFT {out.metrics.ttft:.3f} s, cached {out.num_cached_tokens}; loop steps (s): "
+                      f"{[round(t, 4) for t in loop.step_seconds]} ===")
+                loop.print(args.rows)
+                continue
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=args.shapes) as prof:
                 out = engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))[0]
             print(f"\n=== {length} tokens (+{args.tail} read, read {read + 1}), {args.layers} layers: "
@@ -63,6 +74,37 @@ def main(argv=None):
     elif args.host:
         host_profile(engine, [random_prompt(max(args.lengths), seed=4242)])
     engine.shutdown()
+
+
+class LoopProfile:
+    """cProfile of the engine loop's steps, on the loop's own thread (its cuDNN plans, its
+    Triton caches): the instance's `step` is wrapped while the block runs."""
+
+    def __init__(self, engine):
+        import cProfile
+        self.engine, self.profiler, self.step_seconds = engine, cProfile.Profile(), []
+
+    def __enter__(self):
+        original = self.engine.step
+
+        def step():
+            start = time.perf_counter()
+            self.profiler.enable()
+            try:
+                original()
+            finally:
+                self.profiler.disable()
+                self.step_seconds.append(time.perf_counter() - start)
+        self.engine.step = step
+        return self
+
+    def __exit__(self, *exc):
+        del self.engine.step                      # back to the class's method
+
+    def print(self, rows: int) -> None:
+        import pstats
+        pstats.Stats(self.profiler).sort_stats("cumulative").print_stats(rows)
+        pstats.Stats(self.profiler).sort_stats("tottime").print_stats(rows)
 
 
 def print_by_shape(prof, rows: int) -> None:
