@@ -8,8 +8,8 @@ DEFAULT_MAX_FILE_MB = 50.0
 DEFAULT_MAX_NEW_TOKENS = 512
 # Per-step token budget of the engine. On CPU a 512-token step takes ~1.5-2 s, so prefill
 # progress, Stop and other users' decodes all respond within about one step.
+# On a GPU the engine's default (about 8192, sized to the device: engine/step_shape.py).
 CPU_STEP_TOKENS = 512
-GPU_STEP_TOKENS = 8192
 
 
 @dataclass
@@ -24,7 +24,7 @@ class AppOptions:
     max_file_mb: float = DEFAULT_MAX_FILE_MB
     calibrate: bool = True                    # measure prefill speed at start-up for the forecast
     default_max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
-    step_tokens: Optional[int] = None         # None = CPU_STEP_TOKENS / GPU_STEP_TOKENS by device
+    step_tokens: Optional[int] = None         # None = CPU_STEP_TOKENS on CPU, the engine's default on a GPU
 
     @property
     def max_file_bytes(self) -> int:

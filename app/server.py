@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Optional
 
 import gradio as gr
 
@@ -22,7 +23,7 @@ from .chat import ChatService
 from .documents import DocumentLoader
 from .forecast import PrefillModel, calibrate
 from .metrics import MetricsHistory
-from .options import CPU_STEP_TOKENS, GPU_STEP_TOKENS, AppOptions
+from .options import CPU_STEP_TOKENS, AppOptions
 from .sampler import Sampler
 from .ui import allowed_paths, build_ui, load_css
 
@@ -58,10 +59,11 @@ def heartbeat(what: str, every_s: float = 5.0):
         log.info("%s: done in %.1f s", what, time.monotonic() - start)
 
 
-def step_tokens(options: AppOptions) -> int:
+def step_tokens(options: AppOptions) -> Optional[int]:
+    """The engine's per-step token budget: None leaves the GPU default to the engine."""
     if options.step_tokens:
         return options.step_tokens
-    return CPU_STEP_TOKENS if options.device == "cpu" or not _cuda_available() else GPU_STEP_TOKENS
+    return CPU_STEP_TOKENS if options.device == "cpu" or not _cuda_available() else None
 
 
 def _cuda_available() -> bool:

@@ -86,8 +86,9 @@ def main(argv=None):
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--long", type=int, default=131072)
     parser.add_argument("--itl-users", type=int, default=8)
-    parser.add_argument("--budgets", default="8192,8192:0.12,8192:0.15,8192:0.18",
-                        help="comma list of TOKENS[:SECONDS] step budgets for the ITL test")
+    parser.add_argument("--budgets", default="step,step:0.12,step:0.15,step:0.18",
+                        help="comma list of TOKENS[:SECONDS] step budgets for the ITL test "
+                             "(TOKENS 'step': the engine's default step)")
     parser.add_argument("--min-query", type=int, default=None,
                         help="shortest canonical attention query slice (bench knob; sets the chunk granule)")
     parser.add_argument("--layers", type=int, default=None)
@@ -108,10 +109,11 @@ def main(argv=None):
     # two long prompts (the solo run's blocks stay cached), so nobody waits for blocks.
     capacity = max(max(args.users) * (args.prompt + args.tokens),
                    args.itl_users * (args.prompt + 4096) + 2 * args.long) + 4096
-    engine = make_engine(hf, device=args.device, max_model_len=args.long + 1024, max_num_batched_tokens=8192, max_num_seqs=64,
+    engine = make_engine(hf, device=args.device, max_model_len=args.long + 1024, max_num_seqs=64,
                          kv_cache_memory=int(kv_bytes_per_token(cfg) * capacity * 1.05))
     del hf
     torch.cuda.empty_cache()
+    default_step = engine.config.max_num_batched_tokens
     engine.generate([random_prompt(512, seed=3)], SamplingParams(max_tokens=8, temperature=0))
 
     rows = []
@@ -126,7 +128,9 @@ def main(argv=None):
     itl_rows = []
     for spec in args.budgets.split(","):
         tokens, _, seconds = spec.partition(":")
-        engine.scheduler.max_num_batched_tokens = int(tokens)           # bench-only knob turning
+        tokens = default_step if tokens == "step" else int(tokens)
+        spec = f"{tokens}:{seconds}" if seconds else str(tokens)
+        engine.scheduler.max_num_batched_tokens = tokens                 # bench-only knob turning
         engine.scheduler.max_step_time = float(seconds) if seconds else None
         solo = engine.generate([random_prompt(args.long, seed=31 + len(itl_rows))],   # a cold read
                                SamplingParams(max_tokens=1, temperature=0))[0].metrics.ttft
@@ -152,7 +156,8 @@ def main(argv=None):
     payload = {"model": "Qwen2.5-7B shape, random bf16 weights", "prompt_tokens": args.prompt,
                "generated_tokens": args.tokens, "long_prompt_tokens": args.long,
                "cuda_graphs": engine.runner.graphs is not None,
-               "chunk_granule": engine.scheduler.chunk_granule, "decode": rows, "itl_under_prefill": itl_rows}
+               "chunk_granule": engine.scheduler.chunk_granule, "min_query_knob": args.min_query,
+               "decode": rows, "itl_under_prefill": itl_rows}
     engine.shutdown()
     write_result("decode", args.device, payload, args.out_dir)
     print_table(rows, ["users", "output_tok_s", "itl_p50_ms", "itl_p99_ms"])

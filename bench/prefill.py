@@ -97,8 +97,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[4096, 32768, 131072, 241000])
     parser.add_argument("--hf-lengths", type=int, nargs="*", default=[4096, 32768, 131072])
-    parser.add_argument("--budget", type=int, default=8192, help="max_num_batched_tokens")
-    parser.add_argument("--slice", type=int, default=8192, help="workspace_slice_tokens")
+    parser.add_argument("--budget", type=int, default=None, help="max_num_batched_tokens (default: the engine's)")
+    parser.add_argument("--slice", type=int, default=None, help="workspace_slice_tokens (default: the engine's)")
     parser.add_argument("--query-slice", type=int, default=None, help="attention_query_slice")
     parser.add_argument("--max-piece", type=int, default=None, help="longest cuDNN key piece (bench knob)")
     parser.add_argument("--question", type=int, default=32, help="tokens appended for the warm run")
@@ -152,7 +152,8 @@ def main(argv=None):
     payload = {"model": "Qwen2.5-7B shape, random bf16 weights", "layers": cfg.num_hidden_layers,
                "non_embedding_params": params, "matmul_peak_tflops": peak,
                "attention_kernel": engine.runner.attention.kernel_name,
-               "max_num_batched_tokens": args.budget, "workspace_slice_tokens": args.slice,
+               "max_num_batched_tokens": engine.config.max_num_batched_tokens,
+               "workspace_slice_tokens": engine.config.workspace_slice_tokens,
                "attention_query_slice": engine.runner.attention.query_slice,
                "max_key_piece": engine.runner.attention.pieces[-1],
                "canonical_pieces": len(engine.runner.attention.pieces), "startup_s": startup,

@@ -19,7 +19,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--lengths", type=int, nargs="+", default=[4096, 32768])
-    p.add_argument("--budget", type=int, default=8192)
+    p.add_argument("--budget", type=int, default=None, help="max_num_batched_tokens (default: the engine's)")
     p.add_argument("--rows", type=int, default=22)
     p.add_argument("--host", action="store_true", help="also profile the Python side (cProfile)")
     p.add_argument("--host-decode", type=int, default=0, help="profile the Python side of N decoding users")
@@ -85,6 +85,7 @@ class LoopProfile:
         self.engine, self.profiler, self.step_seconds = engine, cProfile.Profile(), []
 
     def __enter__(self):
+        self.triton_before = triton_kernel_keys()
         original = self.engine.step
 
         def step():
@@ -100,11 +101,35 @@ class LoopProfile:
 
     def __exit__(self, *exc):
         del self.engine.step                      # back to the class's method
+        self.triton_after = triton_kernel_keys()
 
     def print(self, rows: int) -> None:
         import pstats
+        for name, keys in self.triton_after.items():
+            for key in sorted(keys - self.triton_before.get(name, set())):
+                print(f"Triton compiled during the read: {name} {key}")
         pstats.Stats(self.profiler).sort_stats("cumulative").print_stats(rows)
         pstats.Stats(self.profiler).sort_stats("tottime").print_stats(rows)
+
+
+def triton_kernel_keys() -> dict:
+    """Specializations compiled so far of each of the engine's Triton kernels (name -> keys)."""
+    import sys
+    try:
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return {}
+    out = {}
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("engine.") or module is None:
+            continue
+        for attr, fn in vars(module).items():
+            if isinstance(fn, JITFunction):
+                keys = set()
+                for caches in getattr(fn, "device_caches", {}).values():
+                    keys |= {str(k) for k in caches[0]}
+                out[f"{name}.{attr}"] = keys
+    return out
 
 
 def print_by_shape(prof, rows: int) -> None:

@@ -16,6 +16,7 @@ from .loader import iter_weights, load_generation_config, load_hf_config, load_t
 from .models import model_class
 from .runner import ModelRunner
 from .step_cost import StepCostModel
+from .step_shape import wave_sized_tokens
 from .vision_setup import build_vision
 
 log = logging.getLogger("longread.setup")
@@ -113,7 +114,8 @@ def build_model(hf_config, device: torch.device, dtype: torch.dtype):
     return model.to_empty(device=device).eval()
 
 
-def make_attention(config: EngineConfig, model, device: torch.device, dtype: torch.dtype, max_model_len: int):
+def make_attention(config: EngineConfig, model, device: torch.device, dtype: torch.dtype, max_model_len: int,
+                   step_tokens: int = 8192):
     heads, kv_heads, head_dim = model.dims
     name = config.attention_backend
     if name == "auto":
@@ -123,7 +125,8 @@ def make_attention(config: EngineConfig, model, device: torch.device, dtype: tor
     if name == "cuda":
         from .layers.gpu_attention import CudaAttention       # imports Triton: GPU hosts only
         return CudaAttention(heads, kv_heads, head_dim, head_dim ** -0.5, device, dtype,
-                             query_slice=min(config.attention_query_slice or 8192, config.max_num_batched_tokens), max_keys=max_model_len)
+                             query_slice=min(config.attention_query_slice or step_tokens, config.max_num_batched_tokens),
+                             max_keys=max_model_len)
     raise ValueError(f"unknown attention_backend {name!r} (torch, cuda or auto)")
 
 
@@ -149,13 +152,12 @@ def build_model_and_runner(config: EngineConfig, source: Optional[ModelSource] =
         weights, generation_config = lambda: source.weights, source.generation_config
     device = resolve_device(config.device)
     dtype = resolve_dtype(config.dtype, device)
-    if config.max_num_batched_tokens is None:
-        config.max_num_batched_tokens = 8192 if device.type == "cuda" else 2048
     if config.max_step_time is None:     # readers first on a GPU (bench/decode.py trade-off)
         config.max_step_time = 0.15 if device.type == "cuda" else 0.0
     text_config = hf_config.get_text_config()   # vision models nest the language model's config
     max_model_len = resolve_max_model_len(config, text_config)
     model = build_model(hf_config, device, dtype)
+    step_tokens = default_step_tokens(config, model, device)
     model.load_weights(weights())
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     vision = None
@@ -169,7 +171,7 @@ def build_model_and_runner(config: EngineConfig, source: Optional[ModelSource] =
     num_blocks = pool // (per_token * config.block_size)
     if num_blocks < 2:
         raise RuntimeError(f"KV cache of {pool} bytes holds fewer than 2 blocks; raise kv_cache_memory")
-    attention = make_attention(config, model, device, dtype, max_model_len)
+    attention = make_attention(config, model, device, dtype, max_model_len, step_tokens)
     runner = ModelRunner(model, text_config, device, dtype, num_blocks, config.block_size,
                          max_model_len, attention, workspace, seed=config.seed)
     if device.type == "cuda" and config.cuda_graphs and workspace is not None and attention.name == "cuda":
@@ -185,6 +187,20 @@ def build_model_and_runner(config: EngineConfig, source: Optional[ModelSource] =
     return Setup(model_dir, hf_config, tokenizer, device, dtype, max_model_len,
                  eos_ids(tokenizer, generation_config), runner, num_blocks, memory,
                  cost_model(config, model, device), vision)
+
+
+def default_step_tokens(config: EngineConfig, model, device: torch.device) -> int:
+    """Fills in the step budget and the workspace slice left at None; returns the length of
+    a GPU step (the attention's query slice by default) or 8192 on CPU."""
+    step = 8192
+    if device.type == "cuda":
+        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
+        step = wave_sized_tokens(model.dims[0], num_sms)
+    if config.max_num_batched_tokens is None:
+        config.max_num_batched_tokens = step if device.type == "cuda" else 2048
+    if config.workspace_slice_tokens is None:
+        config.workspace_slice_tokens = min(step, config.max_num_batched_tokens)
+    return step
 
 
 def cost_model(config: EngineConfig, model, device: torch.device) -> StepCostModel:

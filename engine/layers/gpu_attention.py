@@ -18,6 +18,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 import torch
 
+from ..step_shape import canonical_query_lengths
 from .attention import AttentionMetadata
 from .attention_kernels import Kernel, _math, probe_kernels
 from .triton_decode import choose_splits, paged_block_table, paged_decode_attention
@@ -27,8 +28,9 @@ log = logging.getLogger("longread.attention")
 
 # Longest key piece handed to cuDNN in one call. Its workspace grows with the keys (+0.3 GiB
 # measured at 64K on an H200) and past ~128K it falls off its fast path; 32K pieces run at
-# the same TF/s as 64K ones (bench/attn_kernels.py) and the merges are cheap.
-MAX_PIECE = 32768
+# the same TF/s as 64K ones (bench/attn_kernels.py) and the merges are cheap. Four slices of
+# the default step: 4 x 8192 or 4 x 8448 (engine/step_shape.py).
+MAX_PIECE = 33792
 MIN_QUERY = 1024        # the shortest canonical query slice
 MAX_KEY_SPLITS = 4      # batched parts a key piece is cut into for short query slices
 
@@ -82,10 +84,10 @@ class CudaAttention:
         self.kernel_name, self.canonical_kernel = kernels[0]
         plan_free = [k for k in kernels if not k.name.startswith("cudnn")] or kernels
         self.any_shape_kernel_name, self.any_shape_kernel = plan_free[0]
-        # Canonical query lengths: the slice and its halvings down to MIN_QUERY (a chunk of any
-        # multiple of MIN_QUERY is cut into these); canonical key pieces: multiples of the slice.
-        self.query_lengths = [query_slice >> i for i in range(16)
-                              if (query_slice >> i) >= min(MIN_QUERY, query_slice) and (query_slice >> i) << i == query_slice]
+        # Canonical query lengths: the slice and its divisions in whole tiles down to MIN_QUERY
+        # (a chunk of any multiple of the shortest is cut into these: step_shape.py);
+        # canonical key pieces: multiples of the slice.
+        self.query_lengths = canonical_query_lengths(query_slice, MIN_QUERY)
         self.chunk_granule = self.query_lengths[-1]
         self.pieces = list(range(query_slice, min(max(max_keys, query_slice), MAX_PIECE) + 1, query_slice))
         # A remainder of keys (a chunk that starts off a slice boundary: time-budgeted chunks,

@@ -190,6 +190,51 @@ def test_canonical_query_lengths_are_halvings_of_the_slice():
     assert attention.pieces == [8192, 16384, 24576, 32768]
 
 
+def test_wave_sized_step_fills_whole_waves_of_the_attention_kernel():
+    """28 heads on an H200's 132 SMs: 8448 queries = 66 x 28 = 1848 blocks = 14 full waves
+    (8192 would leave the last of 13.6 waves 58% full); its short slices are whole tiles
+    (4224 and 1408 x 3 batched key parts fill 7 waves), and four slices make the longest
+    key piece."""
+    from engine.layers.gpu_attention import CudaAttention
+    from engine.step_shape import MAX_TOKENS, TARGET_TOKENS, TILE_ROWS, wave_sized_tokens
+    assert wave_sized_tokens(28, 132) == 8448
+    assert wave_sized_tokens(32, 128) == 8192                 # 64 x 32 = 2048 blocks = 16 waves already
+    for heads in range(1, 65):
+        for sms in (78, 108, 114, 132, 144):
+            step = wave_sized_tokens(heads, sms)
+            assert step % TILE_ROWS == 0 and TARGET_TOKENS <= step <= MAX_TOKENS
+    attention = CudaAttention(28, 4, 16, 0.25, "cpu", torch.float32, query_slice=8448, max_keys=300000)
+    assert attention.query_lengths == [8448, 4224, 2816, 1408] and attention.chunk_granule == 1408
+    assert attention.pieces == [8448, 16896, 25344, 33792]
+    assert all(n % TILE_ROWS == 0 for n in attention.query_lengths)
+    blocks = {n: n // TILE_ROWS * 28 * attention._splits(n, 33792) for n in attention.query_lengths}
+    assert blocks == {8448: 1848, 4224: 924, 2816: 616, 1408: 924}
+    # every chunk the scheduler forms (a multiple of the granule) is cut into canonical slices,
+    # and every key remainder into canonical pieces
+    for chunk in range(1408, 8448 + 1, 1408):
+        assert all(canonical for _, _, canonical in attention.split_pieces([(0, chunk), (50000, 3 * 8448 + chunk)]))
+
+
+def test_engine_sizes_its_gpu_step_from_the_device(monkeypatch):
+    """The step budget, workspace slice and attention slice default to the wave-sized step
+    on a GPU; explicit settings win; the CPU defaults stay as they were."""
+    import types
+    from engine.config import EngineConfig
+    from engine.model_setup import default_step_tokens
+    model = types.SimpleNamespace(dims=(28, 4, 128))
+    cpu = EngineConfig()
+    assert default_step_tokens(cpu, model, torch.device("cpu")) == 8192
+    assert (cpu.max_num_batched_tokens, cpu.workspace_slice_tokens) == (2048, 2048)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(
+        multi_processor_count=132))
+    gpu = EngineConfig()
+    assert default_step_tokens(gpu, model, torch.device("cuda")) == 8448
+    assert (gpu.max_num_batched_tokens, gpu.workspace_slice_tokens) == (8448, 8448)
+    set_by_hand = EngineConfig(max_num_batched_tokens=4096)
+    default_step_tokens(set_by_hand, model, torch.device("cuda"))
+    assert (set_by_hand.max_num_batched_tokens, set_by_hand.workspace_slice_tokens) == (4096, 4096)
+
+
 def test_merge_warm_up_runs_every_layout_and_leaves_the_cache_alone():
     """Start-up compiles the merge for slices of 1, 17, 48 and a canonical length against a
     canonical piece plus a remainder (so no request pays a first compile), writing nothing
