@@ -83,10 +83,10 @@ def main(argv=None):
     p.add_argument("--queries", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
     p.add_argument("--keys", type=int, nargs="+", default=[32768])
     p.add_argument("--splits", type=int, nargs="+", default=[1, 2, 4, 8])
-    p.add_argument("--m", type=int, nargs="+", default=[1024, 1032, 1040, 1152, 2048, 2056, 3072, 3080, 4096, 4104, 8192])
+    p.add_argument("--m", type=int, nargs="*", default=[1024, 1032, 1040, 1152, 2048, 2056, 3072, 3080, 4096, 4104, 8192])
     p.add_argument("--out-dir", default=None)
     args = p.parse_args(argv)
-    rows = attention_rows(args.queries, args.keys, args.splits) + matmul_rows(args.m)
+    rows = attention_rows(args.queries, args.keys, args.splits) + (matmul_rows(args.m) if args.m else [])
     write_result("chunk_shapes", "cuda", {"rows": rows}, args.out_dir)
 
 
