@@ -139,13 +139,18 @@ class CudaAttention:
 
     def _warm_merges(self, kv_cache, qkv_rows: torch.Tensor) -> None:
         """Compile the Triton merge for the layouts requests meet: Triton specializes on row
-        counts and strides (1, multiples of 16, others), and a first compile costs ~1 s, which
-        a reader would see as one long pause. Slices of 1, 17, 48 and a canonical length
-        against a canonical key piece plus a remainder; writes only a scratch output. Last,
+        counts and strides (1, multiples of 16, others), and a first compile costs 0.25-1 s,
+        which a reader would see as one long pause (found on the H200: a 241K read's last
+        step, 360 rows after 10 key pieces, compiled the middle merge). Slices of 1, 17, 48
+        and a canonical length against canonical key pieces plus a remainder; writes only a
+        scratch output. Last,
         the shortest canonical slice against keys in two runs of blocks, so the first request
         whose pieces are gathered and run as batched parts meets nothing new either."""
         k_cache, v_cache = kv_cache
-        begin = self.query_slice + 16
+        # Keys before the slices: a canonical piece, the shortest canonical length (where there
+        # is one) and one more, so each slice merges first, middle (fp32 accumulator in and
+        # out) and last; each of these is its own compile for every row-count class.
+        begin = self.query_slice + (self.short_pieces[-1] if self.short_pieces else 0) + 1
         whole = [(0, 0, begin + 48)]                       # (first slot, position, length): one run
         two_runs = [(0, 0, 16), (48, 16, begin + 32)]      # a break after the first 16 keys: slots +32
         for length, runs in ((1, whole), (17, whole), (48, whole), (self.query_lengths[-1], whole),

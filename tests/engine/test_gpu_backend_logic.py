@@ -255,3 +255,24 @@ def test_merge_warm_up_runs_every_layout_and_leaves_the_cache_alone():
     assert sorted(set(calls)) == [1, 8, 17, 48]
     assert attention._gather_slots, "the two-run layout must have read keys through the gather buffer"
     assert all(torch.equal(a, b) for a, b in zip(cache, before))
+
+
+def test_merge_warm_up_compiles_the_middle_merge_for_every_row_count(monkeypatch):
+    """A slice with three or more key parts merges into the fp32 accumulator and out of it
+    again (a compile of its own): the warm-up gives every slice length three parts."""
+    from engine.layers import gpu_attention
+    from engine.layers.gpu_attention import CudaAttention
+    monkeypatch.setattr(gpu_attention, "MIN_QUERY", 4)
+    attention = CudaAttention(6, 2, 16, 0.25, "cpu", torch.float32, query_slice=64, max_keys=256)
+    assert attention.short_pieces == [32, 16, 8, 4]
+    middle = set()
+    original = gpu_attention.merge_parts
+    acc = attention._acc.out.data_ptr()
+
+    def record(a, b, out, write_lse=True):
+        if a.out.data_ptr() == acc and out.out.data_ptr() == acc:      # accumulator in and out
+            middle.add(out.out.shape[0])
+        original(a, b, out, write_lse)
+    monkeypatch.setattr(gpu_attention, "merge_parts", record)
+    attention._warm_merges((torch.randn(200, 2, 16), torch.randn(200, 2, 16)), torch.randn(64, (6 + 4) * 16))
+    assert middle == {1, 4, 17, 48}          # and 4 again with its keys gathered from two runs
