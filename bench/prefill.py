@@ -39,6 +39,7 @@ class SteadyStateWatch:
     def __init__(self, engine):
         self.engine, self.first = engine, engine.num_steps
         self.segments = None
+        self.by_pool = None                 # small / large pool segments at that point
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
@@ -46,12 +47,18 @@ class SteadyStateWatch:
     def _watch(self):
         while not self._stop.wait(0.002):
             if self.engine.num_steps >= self.first + 2:
-                self.segments = torch.cuda.memory_stats().get("segment.all.allocated", 0)
+                stats = torch.cuda.memory_stats()
+                self.segments = stats.get("segment.all.allocated", 0)
+                self.by_pool = pool_segments(stats)
                 return
 
     def stop(self):
         self._stop.set()
         self._thread.join()
+
+
+def pool_segments(stats) -> dict:
+    return {pool: stats.get(f"segment.{pool}_pool.allocated", 0) for pool in ("small", "large")}
 
 
 def run_ours(engine, prompt):
@@ -70,6 +77,8 @@ def run_ours(engine, prompt):
             "extra_gib": (torch.cuda.max_memory_allocated() - before["allocated"]) / GiB,
             "new_segments": after["segments"] - before["segments"],
             "steady_new_segments": None if watch.segments is None else after["segments"] - watch.segments,
+            "steady_new_segments_by_pool": None if watch.by_pool is None else
+            {pool: n - watch.by_pool[pool] for pool, n in pool_segments(torch.cuda.memory_stats()).items()},
             "reserved_growth_gib": (after["reserved"] - before["reserved"]) / GiB,
             "steps": steps}
 
@@ -134,6 +143,7 @@ def main(argv=None):
                "ours_extra_gib": ours["extra_gib"], "ours_new_segments": ours["new_segments"],
                "ours_reserved_growth_gib": ours["reserved_growth_gib"],
                "ours_steady_new_segments": ours["steady_new_segments"],
+               "ours_steady_new_segments_by_pool": ours["steady_new_segments_by_pool"],
                "ours_steps_start_len_gap_ms_gpu_ms": ours["steps"]}
         row["ours_peak_fraction"] = row["ours_tflops"] / peak
         warm = run_ours(engine, prompt + random_prompt(args.question, seed=length + 1))
@@ -144,7 +154,7 @@ def main(argv=None):
             row.update({"hf_ttft_s": hf_run["ttft_s"], "hf_tflops": flops / hf_run["ttft_s"] / 1e12,
                         "hf_extra_gib": hf_run["extra_gib"], "speedup_vs_hf": hf_run["ttft_s"] / ours["ttft_s"]})
         rows.append(row)
-        print_table([row], [k for k in row if not k.startswith("ours_steps")])
+        print_table([row], [k for k in row if not k.startswith(("ours_steps", "ours_steady_new_segments_by"))])
     columns = ["tokens", "ours_ttft_s", "ours_tflops", "ours_peak_fraction", "hf_ttft_s", "hf_tflops",
                "speedup_vs_hf", "ours_extra_gib", "hf_extra_gib", "ours_new_segments", "ours_steady_new_segments",
                "warm_ttft_s",

@@ -24,9 +24,15 @@ def _fmt(v, digits=2):
     return str(v)
 
 
+# Runs that chose their own lengths or turned a knob (A/B probes) stay out of the README table.
+PREFILL_PROBE_FLAGS = ("--lengths", "--hf-lengths", "--budget", "--slice", "--query-slice", "--max-piece", "--layers")
+
+
 def prefill_table() -> str:
     rows, sources = {}, {}
     for name, record in _load("prefill-cuda"):
+        if any(flag in record.get("command", "") for flag in PREFILL_PROBE_FLAGS):
+            continue
         for row in record["rows"]:
             rows[row["tokens"]] = (row, record)
             sources[row["tokens"]] = name
