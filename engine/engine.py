@@ -52,7 +52,8 @@ class Engine:
         self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs,
                                    setup.cost_model, config.max_step_time or None,
                                    vision=self.vision.cache if self.vision else None,
-                                   chunk_granule=getattr(self.runner.attention, "chunk_granule", 1))
+                                   chunk_granule=getattr(self.runner.attention, "chunk_granule", 1),
+                                   chunk_slice=getattr(self.runner.attention, "query_slice", 1))
         self._streams: dict = {}      # live requests (engine loop side)
         self._handles: dict = {}      # request id -> stream until its caller has read the end
         self._new: List[RequestStream] = []

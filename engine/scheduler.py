@@ -55,7 +55,7 @@ class SchedulerOutput:
 class Scheduler:
     def __init__(self, kv: KVCacheManager, max_num_batched_tokens: int, max_num_seqs: int,
                  cost_model=None, max_step_time: Optional[float] = None,
-                 vision: Optional[VisionCache] = None, chunk_granule: int = 1):
+                 vision: Optional[VisionCache] = None, chunk_granule: int = 1, chunk_slice: int = 1):
         self.kv = kv
         self.vision = vision                 # the vision pool (vision models only)
         self._vision_open = True             # may a request still take new vision rows this step
@@ -69,7 +69,9 @@ class Scheduler:
         self._time_left = 0.0
         self._timed = False                  # is this step budgeted in time (decodes share it)
         self.last_estimate: Optional[float] = None   # modelled seconds of the last budgeted prefill step
-        self.chunk_granule = chunk_granule   # prefill chunks that do not end a prompt: multiples of this
+        # Prefill chunks that do not end a prompt: multiples of the slice, or shorter ones of
+        # the granule (the GPU attention's fast kernels take those lengths only).
+        self.chunk_granule, self.chunk_slice = chunk_granule, max(chunk_slice, chunk_granule)
         self.waiting: deque = deque()
         self.running: List[Request] = []     # admission order; the tail is preempted first
         self.num_preemptions = 0
@@ -118,8 +120,9 @@ class Scheduler:
         return freed
 
     def _limit(self, request: Request, num_new: int) -> int:
-        """Shape a prefill chunk: the time budget, then a multiple of the chunk granule unless
-        it ends the prompt (the GPU attention's fast kernels take those lengths only)."""
+        """Shape a prefill chunk: the time budget, then a multiple of the chunk slice or of
+        the granule unless it ends the prompt (the GPU attention's fast kernels take those
+        lengths only)."""
         if num_new <= 1:
             return num_new
         start = request.num_computed_tokens
@@ -129,7 +132,7 @@ class Scheduler:
             if num_new < self.chunk_granule:             # off the fast kernel: at its speed
                 num_new = max(1, min(num_new, self.cost_model.max_chunk(start, self._time_left, slow=True)))
         if num_new < request.num_tokens - start and num_new >= self.chunk_granule:
-            num_new -= num_new % self.chunk_granule
+            num_new -= num_new % (self.chunk_slice if num_new >= self.chunk_slice else self.chunk_granule)
         if timed:
             self._time_left -= self.cost_model.chunk_cost(start, num_new, slow=num_new < self.chunk_granule)
         return num_new

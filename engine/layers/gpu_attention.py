@@ -84,8 +84,8 @@ class CudaAttention:
         self.kernel_name, self.canonical_kernel = kernels[0]
         plan_free = [k for k in kernels if not k.name.startswith("cudnn")] or kernels
         self.any_shape_kernel_name, self.any_shape_kernel = plan_free[0]
-        # Canonical query lengths: the slice and its divisions in whole tiles down to MIN_QUERY
-        # (a chunk of any multiple of the shortest is cut into these: step_shape.py);
+        # Canonical query lengths: the slice, then powers of two down to MIN_QUERY (a chunk of
+        # the slice or of a multiple of the shortest is cut into these: step_shape.py);
         # canonical key pieces: multiples of the slice.
         self.query_lengths = canonical_query_lengths(query_slice, MIN_QUERY)
         self.chunk_granule = self.query_lengths[-1]
@@ -163,8 +163,8 @@ class CudaAttention:
 
     def split_pieces(self, runs: List[Tuple[int, int]]) -> List[Tuple[int, int, bool]]:
         """Cut key runs into (slot, length, canonical) pieces: multiples of the slice (at
-        most MAX_PIECE), then each shorter canonical length at most once (halvings of the
-        slice, longest first), then a remainder."""
+        most MAX_PIECE), then the shorter canonical lengths, longest first (once each when
+        the slice is a power of two), then a remainder."""
         out = []
         for slot, length in runs:
             while length >= self.query_slice:
@@ -172,7 +172,7 @@ class CudaAttention:
                 out.append((slot, take, True))
                 slot, length = slot + take, length - take
             for take in self.short_pieces:
-                if length >= take:
+                while length >= take:
                     out.append((slot, take, True))
                     slot, length = slot + take, length - take
             if length:

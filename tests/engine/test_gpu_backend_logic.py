@@ -192,9 +192,8 @@ def test_canonical_query_lengths_are_halvings_of_the_slice():
 
 def test_wave_sized_step_fills_whole_waves_of_the_attention_kernel():
     """28 heads on an H200's 132 SMs: 8448 queries = 66 x 28 = 1848 blocks = 14 full waves
-    (8192 would leave the last of 13.6 waves 58% full); its short slices are whole tiles
-    (4224 and 1408 x 3 batched key parts fill 7 waves), and four slices make the longest
-    key piece."""
+    (8192 would leave the last of 13.6 waves 58% full); the short slices stay 4096/2048/1024
+    (a fine granule for time-budgeted chunks), and four slices make the longest key piece."""
     from engine.layers.gpu_attention import CudaAttention
     from engine.step_shape import MAX_TOKENS, TARGET_TOKENS, TILE_ROWS, wave_sized_tokens
     assert wave_sized_tokens(28, 132) == 8448
@@ -204,15 +203,16 @@ def test_wave_sized_step_fills_whole_waves_of_the_attention_kernel():
             step = wave_sized_tokens(heads, sms)
             assert step % TILE_ROWS == 0 and TARGET_TOKENS <= step <= MAX_TOKENS
     attention = CudaAttention(28, 4, 16, 0.25, "cpu", torch.float32, query_slice=8448, max_keys=300000)
-    assert attention.query_lengths == [8448, 4224, 2816, 1408] and attention.chunk_granule == 1408
+    assert attention.query_lengths == [8448, 4096, 2048, 1024] and attention.chunk_granule == 1024
     assert attention.pieces == [8448, 16896, 25344, 33792]
-    assert all(n % TILE_ROWS == 0 for n in attention.query_lengths)
-    blocks = {n: n // TILE_ROWS * 28 * attention._splits(n, 33792) for n in attention.query_lengths}
-    assert blocks == {8448: 1848, 4224: 924, 2816: 616, 1408: 924}
-    # every chunk the scheduler forms (a multiple of the granule) is cut into canonical slices,
-    # and every key remainder into canonical pieces
-    for chunk in range(1408, 8448 + 1, 1408):
-        assert all(canonical for _, _, canonical in attention.split_pieces([(0, chunk), (50000, 3 * 8448 + chunk)]))
+    assert attention.key_splits == {2048: 2, 1024: 4}
+    # chunks beside decodes start anywhere on the granule: their key remainders (below a
+    # slice) are cut into canonical pieces, repeated where needed, down to the granule
+    for prefix in range(1024, 3 * 8448, 1024):
+        pieces = attention.split_pieces([(0, prefix)])
+        assert sum(n for _, n, _ in pieces) == prefix
+        assert all(canonical for _, n, canonical in pieces if n >= 1024)
+    assert attention.split_pieces([(0, 8192)]) == [(0, 4096, True), (4096, 4096, True)]
 
 
 def test_engine_sizes_its_gpu_step_from_the_device(monkeypatch):

@@ -200,6 +200,25 @@ def test_prefill_chunks_are_multiples_of_the_granule_except_the_last():
     assert lengths[0] == 96                              # 97 tokens left after 3 decodes
 
 
+def test_a_whole_slice_stays_whole_when_it_is_no_multiple_of_the_granule():
+    """The GPU step can be a slice of 8448 tokens (whole waves, engine/step_shape.py) with a
+    granule of 1024 for shorter chunks: a full chunk stays one slice, not 8 granules."""
+    from engine.kv_cache import KVCacheManager
+    from engine.request import Request
+    from engine.scheduler import Scheduler
+    scheduler = Scheduler(KVCacheManager(num_blocks=2000, block_size=16), max_num_batched_tokens=8448,
+                          max_num_seqs=8, chunk_granule=1024, chunk_slice=8448)
+    long = Request("long", [5] * 20000, SamplingParams())
+    scheduler.add(long)
+    lengths = []
+    while long.num_computed_tokens < 20000:
+        chunk = scheduler.schedule().chunks[0]
+        lengths.append(chunk.num_tokens)
+        long.num_computed_tokens = chunk.end
+    assert lengths == [8448, 8448, 3104]
+    assert scheduler._limit(Request("r", [5] * 20000, SamplingParams()), 8440) == 8192   # beside 8 decodes
+
+
 def test_chunks_shorter_than_the_granule_are_budgeted_at_the_slow_kernels_speed():
     """Deep in a prompt the budget may allow less than one granule: such a chunk misses the
     fast kernel, so it is sized (and charged) at the slow kernel's cost."""
@@ -245,7 +264,7 @@ def test_step_time_model_calibrates_to_the_steps_it_measures():
     assert model.scale == 1.0
     scheduler.running.remove(alone)
     scheduler.kv.free(alone)
-    decoding = _decoding_requests(scheduler, 2)
+    _decoding_requests(scheduler, 2)
     long = Request("long", [5] * 4000, SamplingParams())
     scheduler.add(long)
     measured = []
