@@ -106,11 +106,20 @@ class CudaAttention:
         self._gather = torch.empty(2, max(self.pieces[-1], query_slice), num_kv_heads, head_dim,
                                    device=device, dtype=dtype)
         self._gather_slots: dict = {}      # per step: a piece's runs -> its slots on the device
+        # Those slots live in one preallocated buffer (room for every key of a max_keys
+        # prompt), built with `out=` kernels: a 241K read after others had filled the pool
+        # spanned runs in enough pieces for their slot tensors to need a new allocator segment.
+        longest_read = max(self.pieces[-1], query_slice)
+        self._slots = torch.empty(max(max_keys, longest_read), dtype=torch.long, device=device)
+        self._slots_used = 0
+        self._key_positions = torch.arange(longest_read, device=device)
+        self._run_of_key = torch.empty(longest_read, dtype=torch.long, device=device)
         # fp32 running result of a slice with several prefix pieces: allocated once, here,
         # so prefill steps allocate nothing new for it.
         self._acc = Part(torch.empty(query_slice, num_heads, head_dim, device=device, dtype=torch.float32),
                          torch.empty(query_slice, num_heads, device=device, dtype=torch.float32))
-        self.scratch_bytes = sum(t.numel() * t.element_size() for t in (*self._acc, self._gather))
+        self.scratch_bytes = sum(t.numel() * t.element_size() for t in (
+            *self._acc, self._gather, self._slots, self._key_positions, self._run_of_key))
         log.info("prefill attention: %s for canonical shapes, %s otherwise",
                  self.kernel_name, self.any_shape_kernel_name)
 
@@ -202,7 +211,7 @@ class CudaAttention:
 
     # --- per step --------------------------------------------------------------------------
     def prepare(self, meta: AttentionMetadata, device) -> None:
-        self._gather_slots = {}
+        self._gather_slots, self._slots_used = {}, 0
         decode_rows, tables, lens, prefills = [], [], [], []
         for i in range(meta.num_seqs):
             start, n = meta.context_starts[i], meta.query_lens[i]
@@ -282,6 +291,24 @@ class CudaAttention:
                 acc = target
             result = part = keys = values = None      # free the kernel's buffers before its next call
 
+    def _slots_of(self, runs: List[Tuple[int, int]], device) -> torch.Tensor:
+        """Cache slots of the keys of `runs`, in order, on the device: slot = the run's first
+        slot + (position - the run's first position), the run found by binary search."""
+        total = sum(n for _, n in runs)
+        lengths = np.array([n for _, n in runs], dtype=np.int64)
+        ends = np.cumsum(lengths)
+        deltas = np.array([slot for slot, _ in runs], dtype=np.int64) - (ends - lengths)
+        small = torch.from_numpy(np.concatenate([deltas, ends])).to(device, non_blocking=True)
+        if self._slots_used + total <= self._slots.shape[0]:
+            slots = self._slots[self._slots_used:self._slots_used + total]
+            self._slots_used += total
+        else:                                   # several long prompts in one step: rare
+            slots = torch.empty(total, dtype=torch.long, device=device)
+        positions, run = self._key_positions[:total], self._run_of_key[:total]
+        torch.searchsorted(small[len(runs):], positions, right=True, out=run)
+        torch.index_select(small[:len(runs)], 0, run, out=slots)
+        return slots.add_(positions)
+
     def key_pieces(self, runs: List[Tuple[int, int]]) -> List[Tuple[List[Tuple[int, int]], bool]]:
         """The keys of `runs` cut into pieces for one kernel call each: (runs of the piece,
         canonical). Cut by position, so every piece is canonical wherever the runs break
@@ -301,14 +328,7 @@ class CudaAttention:
         key = tuple(runs)
         slots = self._gather_slots.get(key)
         if slots is None:
-            device = k_cache.device
-            starts = torch.tensor([s for s, _ in runs], dtype=torch.long).to(device, non_blocking=True)
-            lengths = torch.tensor([n for _, n in runs], dtype=torch.long).to(device, non_blocking=True)
-            total = sum(n for _, n in runs)
-            offsets = torch.cumsum(lengths, 0) - lengths                    # first position of each run
-            slots = torch.repeat_interleave(starts - offsets, lengths, output_size=total) + \
-                torch.arange(total, device=device)
-            self._gather_slots[key] = slots
+            slots = self._gather_slots[key] = self._slots_of(runs, k_cache.device)
         n = slots.shape[0]
         keys, values = self._gather[0, :n], self._gather[1, :n]
         torch.index_select(k_cache, 0, slots, out=keys)

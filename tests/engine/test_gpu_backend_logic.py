@@ -276,3 +276,18 @@ def test_merge_warm_up_compiles_the_middle_merge_for_every_row_count(monkeypatch
     monkeypatch.setattr(gpu_attention, "merge_parts", record)
     attention._warm_merges((torch.randn(200, 2, 16), torch.randn(200, 2, 16)), torch.randn(64, (6 + 4) * 16))
     assert middle == {1, 4, 17, 48}          # and 4 again with its keys gathered from two runs
+
+
+def test_gathered_key_slots_live_in_the_preallocated_buffer():
+    """Slots of keys spanning runs are written into one buffer sized at start-up (no new
+    allocations in a long read's steady state); past its end they still come out right."""
+    from engine.layers.gpu_attention import CudaAttention
+    attention = CudaAttention(4, 2, 16, 0.25, "cpu", torch.float32, query_slice=8, max_keys=64)
+    runs = [(40, 3), (7, 5), (100, 2)]
+    expected = [40, 41, 42, 7, 8, 9, 10, 11, 100, 101]
+    first = attention._slots_of(runs, "cpu")
+    assert first.tolist() == expected and first.data_ptr() == attention._slots.data_ptr()
+    second = attention._slots_of(runs, "cpu")
+    assert second.data_ptr() == attention._slots.data_ptr() + 10 * 8
+    attention._slots_used = attention._slots.shape[0] - 4          # full: a tensor of its own
+    assert attention._slots_of(runs, "cpu").tolist() == expected
