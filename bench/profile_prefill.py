@@ -32,8 +32,6 @@ def main(argv=None):
     p.add_argument("--loop-host", action="store_true",
                    help="profile the Python side of the engine loop's own steps (cProfile on its thread) "
                         "instead of the GPU kernels")
-    p.add_argument("--shapes", action="store_true",
-                   help="also GPU time per operator and input shape (attention pieces, matmuls by shape)")
     args = p.parse_args(argv)
     hf = make_hf_model(num_hidden_layers=args.layers)
     longest = max(args.lengths) + args.tail + 64
@@ -58,15 +56,13 @@ def main(argv=None):
                       f"{[round(t, 4) for t in loop.step_seconds]} ===")
                 loop.print(args.rows)
                 continue
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=args.shapes) as prof:
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 out = engine.generate([prompt], SamplingParams(max_tokens=1, temperature=0))[0]
             print(f"\n=== {length} tokens (+{args.tail} read, read {read + 1}), {args.layers} layers: "
                   f"TTFT {out.metrics.ttft:.3f} s, cached {out.num_cached_tokens} ===")
             print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.rows, max_name_column_width=60))
             if args.tail:            # host-side time too (first-use loads, plan builds)
                 print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=12, max_name_column_width=60))
-            if args.shapes:
-                print_by_shape(prof, args.rows)
     if args.host_decode:
         host_profile(engine, [random_prompt(2048, seed=900 + i) for i in range(args.host_decode)], max_tokens=48)
     elif args.host and args.tail:           # the Python side of one more tail read
@@ -130,20 +126,6 @@ def triton_kernel_keys() -> dict:
                     keys |= {str(k) for k in caches[0]}
                 out[f"{name}.{attr}"] = keys
     return out
-
-
-def print_by_shape(prof, rows: int) -> None:
-    """GPU time of the operators that launch kernels, split by input shape: which attention
-    pieces (queries x keys, causal or not) and which matmul shapes the time goes to."""
-    table = [(e.key, str(e.input_shapes)[:110], e.count, e.device_time_total / 1000)
-             for e in prof.key_averages(group_by_input_shape=True)
-             if e.key.startswith(("aten::_scaled_dot", "aten::mm", "aten::addmm", "aten::index",
-                                  "_merge", "_silu", "_add_rms", "_rope"))]
-    table.sort(key=lambda r: -r[3])
-    total = sum(r[3] for r in table)
-    print(f"\n{'operator':42} {'calls':>6} {'GPU ms':>10}  input shapes  (sum {total:.1f} ms)")
-    for key, shapes, count, ms in table[:rows * 2]:
-        print(f"{key[:42]:42} {count:6d} {ms:10.2f}  {shapes}")
 
 
 def host_profile(engine, prompts, max_tokens=1, rows=25):
