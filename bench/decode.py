@@ -37,17 +37,62 @@ def consume(engine, request_id, record):
     record[request_id] = (times, last)
 
 
-def run_users(engine, prompts, tokens):
-    """Submit all prompts at once; returns {request id: (token times, last output)}."""
+class DecodeAllocations:
+    """Allocator counters over the steady decode window: from 32 steps after every user was
+    admitted (their 2K prompts read by then) to the first user's last token. New segments
+    are new device memory (cudaMalloc); allocation requests are tensors the caching
+    allocator hands out."""
+
+    KEYS = ("segment.all.allocated", "allocation.all.allocated")
+
+    def __init__(self, engine, users: int):
+        self.engine, self.users, self.result = engine, users, None
+        self._first = self._last = None          # (steps, counters) at the window's ends
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _snapshot(self):
+        stats = torch.cuda.memory_stats()
+        return self.engine.num_steps, [stats.get(k, 0) for k in self.KEYS]
+
+    def _watch(self):
+        begin = None
+        while not self._stop.wait(0.001):
+            st = self.engine.stats()
+            admitted = st["num_waiting"] == 0 and st["num_running"] == self.users
+            if begin is None:
+                begin = self.engine.num_steps + 32 if admitted else None
+            elif not admitted:
+                return                                      # someone finished: window over
+            elif self.engine.num_steps >= begin:
+                self._last = self._snapshot()
+                self._first = self._first or self._last
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self._first is not None and self._last[0] > self._first[0]:
+            steps = self._last[0] - self._first[0]
+            segments, allocations = (b - a for a, b in zip(self._first[1], self._last[1]))
+            self.result = {"steps": steps, "new_segments": segments, "allocations_per_step": allocations / steps}
+
+
+def run_users(engine, prompts, tokens, watch_allocations=False):
+    """Submit all prompts at once; returns {request id: (token times, last output)} and the
+    allocator counters of the steady decode window (None on CPU)."""
     params = SamplingParams(max_tokens=tokens, temperature=0, ignore_eos=True)
     record, threads = {}, []
+    watch = DecodeAllocations(engine, len(prompts)) if watch_allocations else None
     for prompt in prompts:
         rid = engine.submit(prompt, params)
         threads.append(threading.Thread(target=consume, args=(engine, rid, record)))
         threads[-1].start()
     for t in threads:
         t.join()
-    return record
+    if watch is not None:
+        watch.stop()
+    return record, watch.result if watch is not None else None
 
 
 def run_beside_long_prefill(engine, prompts, long_prompt):
@@ -119,11 +164,12 @@ def main(argv=None):
     rows = []
     for users in args.users:
         prompts = [random_prompt(args.prompt, seed=1000 * users + i) for i in range(users)]
-        record = run_users(engine, prompts, args.tokens)
+        record, allocations = run_users(engine, prompts, args.tokens, watch_allocations=args.device != "cpu")
         tps, gaps = throughput(record, list(record))
         rows.append({"users": users, "output_tok_s": tps, "itl_p50_ms": 1000 * percentile(gaps, 50),
-                     "itl_p99_ms": 1000 * percentile(gaps, 99)})
-        print_table(rows[-1:], list(rows[-1]))
+                     "itl_p99_ms": 1000 * percentile(gaps, 99), "steady_decode_allocator": allocations})
+        print_table(rows[-1:], [k for k in rows[-1] if k != "steady_decode_allocator"])
+        print("steady decode, allocator:", allocations)
 
     itl_rows = []
     for spec in args.budgets.split(","):
