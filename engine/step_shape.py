@@ -4,11 +4,12 @@ kernel's thread blocks fill whole waves of the device's multiprocessors.
 cuDNN's fused attention (sm90) gives each thread block 128 query rows of one head, one block
 per multiprocessor at a time. A slice of 8192 queries x 28 heads is 64 x 28 = 1792 blocks,
 13.6 waves on an H200's 132 SMs: the last wave runs 58% full, ~3% of every attention call
-idle. 8448 queries = 66 x 28 = 1848 blocks = 14 full waves. The short slices beside
-decodes stay 4096/2048/1024 (1024 and 2048 run as 4 and 2 batched key parts: 896 blocks,
-6.8 waves): a granule of 1024 tokens fits a 0.15 s step at 128K deep, one of 1408 (8448/6)
-did not (bench/results/decode-cuda-20261130-134714.json: long TTFT 1.49x solo). Measured on a 128K read (bench/results/prefill-cuda-20261130-1333*.json): 8.51-8.53 s
-against 8.59-8.60 s with 8192.
+idle. 8448 queries = 66 x 28 = 1848 blocks = 14 full waves. Measured on a 128K read
+(bench/results/prefill-cuda-20261130-1333*.json): 8.51-8.53 s against 8.59-8.60 s with 8192.
+
+The short slices beside decodes stay 4096/2048/1024 (1024 and 2048 run as 4 and 2 batched
+key parts: 896 blocks, 6.8 waves): a granule of 1024 tokens fits a 0.15 s step at 128K deep,
+one of 1408 (8448/6) did not (decode-cuda-20261130-134714.json: long TTFT 1.49x solo).
 """
 from __future__ import annotations
 

@@ -152,9 +152,9 @@ class CudaAttention:
         which a reader would see as one long pause (found on the H200: a 241K read's last
         step, 360 rows after 10 key pieces, compiled the middle merge). Slices of 1, 17, 48
         and a canonical length against canonical key pieces plus a remainder; writes only a
-        scratch output. Last,
-        the shortest canonical slice against keys in two runs of blocks, so the first request
-        whose pieces are gathered and run as batched parts meets nothing new either."""
+        scratch output. Last, the shortest canonical slice against keys in two runs of
+        blocks, so the first request whose pieces are gathered and run as batched parts
+        meets nothing new either."""
         k_cache, v_cache = kv_cache
         # Keys before the slices: a canonical piece, the shortest canonical length (where there
         # is one) and one more, so each slice merges first, middle (fp32 accumulator in and
