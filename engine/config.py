@@ -23,7 +23,7 @@ class EngineConfig:
     enable_prefix_caching: bool = True
     attention_backend: str = "auto"      # "torch" (reference, exact), "cuda", or "auto"
     use_workspace: Optional[bool] = None # preallocated layer scratch; None = on for CUDA
-    workspace_slice_tokens: Optional[int] = None  # norms/RoPE/MLP run in slices this big; None = a whole step
+    workspace_slice_tokens: Optional[int] = None  # norms/RoPE/MLP run in slices this big; None = the default step (or the budget if smaller)
     attention_query_slice: Optional[int] = None   # GPU prefill attention runs in query slices; None = the GPU step
     cuda_graphs: bool = True             # capture decode steps (CUDA only)
     # Launch the next decode step before this one's tokens reach the host, so output
