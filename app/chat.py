@@ -124,24 +124,28 @@ class ChatService:
     def _view(self, turn: Turn, out, plan: Plan, submitted: float, arrival: float) -> LiveView:
         view = LiveView("queued", plan.num_tokens, forecast=plan.forecast,
                         elapsed=time.monotonic() - submitted)
-        if out is None:
-            turn.status = "queued"
-            return view
-        m = out.metrics
-        view.cached_tokens = out.num_cached_tokens
-        view.done_tokens = m.num_computed_prompt_tokens
-        view.generated_tokens = m.num_generated_tokens
-        view.ttft = m.ttft
-        view.decode_tokens_per_s = m.decode_tokens_per_s
-        if m.first_token_time is not None:
-            view.phase = turn.status = "answering"
-            turn.answer = out.outputs[0].text
-        elif m.first_scheduled_time is not None:
-            view.phase = turn.status = "reading"
-            # ETA as of the last progress report, counted down smoothly between reports.
-            eta = self.model.eta(plan.num_tokens, view.cached_tokens, view.done_tokens,
-                                 arrival - m.first_scheduled_time)
-            view.eta = max(0.0, eta - (time.monotonic() - arrival))
+        if out is not None:
+            m = out.metrics
+            view.cached_tokens = out.num_cached_tokens
+            view.done_tokens = m.num_computed_prompt_tokens
+            view.generated_tokens = m.num_generated_tokens
+            view.ttft = m.ttft
+            view.decode_tokens_per_s = m.decode_tokens_per_s
+            if m.first_token_time is not None:
+                view.phase = "answering"
+                turn.answer = out.outputs[0].text
+            elif m.first_scheduled_time is not None:
+                view.phase = "reading"
+                # ETA as of the last progress report, counted down smoothly between reports.
+                eta = self.model.eta(plan.num_tokens, view.cached_tokens, view.done_tokens,
+                                     arrival - m.first_scheduled_time)
+                view.eta = max(0.0, eta - (time.monotonic() - arrival))
+        # Stop is final: reports still in flight when it was pressed must not bring the turn
+        # back to "reading" (the chat would show progress and never "Stopped").
+        if turn.status == "stopped":
+            view.phase = "stopped"
+        else:
+            turn.status = view.phase
         return view
 
     def _finish(self, turn: Turn, out, plan: Plan, index: int) -> RequestRecord:

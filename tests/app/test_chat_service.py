@@ -103,6 +103,29 @@ def test_stop_button_aborts_and_the_stream_ends_stopped(service, default_engine)
     wait_idle(default_engine)
 
 
+def test_stop_is_final_even_when_progress_reports_are_still_in_flight(service, default_engine):
+    """Stop (handlers.stop marks the turn at once) can land between two progress reports of
+    the answer's stream: the reports after it must not bring the turn back to "reading"."""
+    from app.render_chat import chat_messages
+    conv = Conversation()
+    plan = service.accept(conv, {"text": f"Summarize. {time.time()}",
+                                 "files": [str(ASSETS / "sample_report.pdf")]}, Settings(max_new_tokens=8))
+    turn = plan.turn
+    after_stop = []
+    for view in service.respond(conv):
+        if after_stop or view.phase == "reading":
+            if not after_stop:
+                turn.status = "stopped"                     # what the Stop handler does first
+            after_stop.append((view.phase, turn.status))
+            assert "Stopped" in chat_messages(conv, turn, view)[-1]["content"]
+            if len(after_stop) == 3:                        # two reports later the abort lands
+                service.stop(conv)
+    assert len(after_stop) > 3
+    assert all(phase == "stopped" and status == "stopped" for phase, status in after_stop[1:])
+    assert turn.status == "stopped"
+    wait_idle(default_engine)
+
+
 def test_busy_conversation_refuses_a_second_message(service):
     conv = Conversation()
     assert service.accept(conv, {"text": "Hello", "files": []}, Settings(max_new_tokens=4)).sendable
