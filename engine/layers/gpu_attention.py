@@ -103,13 +103,12 @@ class CudaAttention:
         self.device, self.dtype = device, dtype
         # Keys and values of a piece that spans runs of blocks are gathered here (one piece
         # at a time: the stream runs each piece's kernel before the next gather).
-        self._gather = torch.empty(2, max(self.pieces[-1], query_slice), num_kv_heads, head_dim,
-                                   device=device, dtype=dtype)
+        longest_read = max(self.pieces[-1], query_slice)
+        self._gather = torch.empty(2, longest_read, num_kv_heads, head_dim, device=device, dtype=dtype)
         self._gather_slots: dict = {}      # per step: a piece's runs -> its slots on the device
         # Those slots live in one preallocated buffer (room for every key of a max_keys
         # prompt), built with `out=` kernels: a 241K read after others had filled the pool
         # spanned runs in enough pieces for their slot tensors to need a new allocator segment.
-        longest_read = max(self.pieces[-1], query_slice)
         self._slots = torch.empty(max(max_keys, longest_read), dtype=torch.long, device=device)
         self._slots_used = 0
         self._key_positions = torch.arange(longest_read, device=device)
@@ -294,9 +293,9 @@ class CudaAttention:
     def _slots_of(self, runs: List[Tuple[int, int]], device) -> torch.Tensor:
         """Cache slots of the keys of `runs`, in order, on the device: slot = the run's first
         slot + (position - the run's first position), the run found by binary search."""
-        total = sum(n for _, n in runs)
         lengths = np.array([n for _, n in runs], dtype=np.int64)
         ends = np.cumsum(lengths)
+        total = int(ends[-1])
         deltas = np.array([slot for slot, _ in runs], dtype=np.int64) - (ends - lengths)
         small = torch.from_numpy(np.concatenate([deltas, ends])).to(device, non_blocking=True)
         if self._slots_used + total <= self._slots.shape[0]:
